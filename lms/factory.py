@@ -1,0 +1,154 @@
+"""Build `dspy.LM` objects from the Hydra `lm` config group.
+
+Each `conf/lm/*.yaml` names a builder in `client._target_`; `build_lm` instantiates it. Builders fail
+early, with one `LMConfigError` line, on a missing key, an unreachable server or a missing model file.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+from lms.errors import LMConfigError
+
+
+def resolve_packaged_file(package: str, filename: str) -> Path:
+    """Find a model file shipped inside a PyPI package without importing the package."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise LMConfigError(f"model package '{package}' is not installed (pip install {package.replace('_', '-')})")
+    path = Path(next(iter(spec.submodule_search_locations))) / filename
+    if not path.is_file():
+        raise LMConfigError(f"model package '{package}' has no file {filename}")
+    return path
+
+
+def embedded_lm(
+    model: str,
+    model_path: str | None = None,
+    package: str | None = None,
+    package_file: str | None = None,
+    n_ctx: int = 4096,
+    n_threads: int | None = None,
+    seed: int = 0,
+    fold_system: bool | None = None,
+    temperature: float = 0.0,
+    max_tokens: int = 512,
+    cache: bool = True,
+) -> dspy.LM:
+    from lms.llamacpp_engine import LlamaCppEngine
+
+    if model_path:
+        path = Path(model_path).expanduser()
+    elif package and package_file:
+        path = resolve_packaged_file(package, package_file)
+    else:
+        raise LMConfigError("lm=embedded needs lm.client.model_path or a packaged model (package, package_file)")
+    engine = LlamaCppEngine(path, n_ctx=n_ctx, n_threads=n_threads, seed=seed, fold_system=fold_system)
+    return dspy.LM(f"embedded/{model}", engine=engine, temperature=temperature, max_tokens=max_tokens, cache=cache)
+
+
+def gemini_lm(
+    model: str,
+    api_key_env: str = "GEMINI_API_KEY",
+    vertexai: bool = False,
+    project: str | None = None,
+    location: str | None = None,
+    temperature: float = 0.0,
+    max_tokens: int = 2048,
+    num_retries: int = 5,
+    cache: bool = True,
+) -> dspy.LM:
+    from lms.gemini_engine import GeminiEngine
+
+    engine = GeminiEngine(model, api_key_env=api_key_env, vertexai=vertexai, project=project, location=location)
+    return dspy.LM(f"gemini/{model}", engine=engine, temperature=temperature, max_tokens=max_tokens,
+                   num_retries=num_retries, cache=cache)
+
+
+def openai_lm(
+    model: str,
+    api_key_env: str = "OPENAI_API_KEY",
+    temperature: float = 0.0,
+    max_tokens: int = 2048,
+    num_retries: int = 5,
+    cache: bool = True,
+) -> dspy.LM:
+    api_key = os.environ.get(api_key_env)
+    if not api_key:
+        raise LMConfigError(f"lm=openai needs an API key: set {api_key_env}")
+    return dspy.LM(f"openai/{model}", api_key=api_key, temperature=temperature, max_tokens=max_tokens,
+                   num_retries=num_retries, cache=cache)
+
+
+def check_server(api_base: str, timeout: float = 3.0) -> None:
+    """Fail fast, before any case runs, when an OpenAI-compatible server does not answer."""
+    url = api_base.rstrip("/") + "/models"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout):  # noqa: S310 - user-configured local URL
+            return
+    except urllib.error.HTTPError:
+        return  # the server answered (e.g. 401/404): it is reachable
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise LMConfigError(
+            f"lm=openai_compatible: no server answers at {api_base} ({reason}); start one, e.g. "
+            "`python -m llama_cpp.server --model M.gguf --logits_all false` or `vllm serve M`, "
+            "then set lm.client.api_base"
+        ) from None
+
+
+def openai_compatible_lm(
+    model: str,
+    api_base: str,
+    api_key_env: str | None = None,
+    temperature: float = 0.0,
+    max_tokens: int = 1024,
+    num_retries: int = 3,
+    cache: bool = True,
+    check: bool = True,
+) -> dspy.LM:
+    if check:
+        check_server(api_base)
+    api_key = (os.environ.get(api_key_env) if api_key_env else None) or "not-needed"
+    # engine="litellm" sends `max_tokens`, which llama.cpp's server honours (it ignores max_completion_tokens).
+    return dspy.LM(f"openai/{model}", api_base=api_base, api_key=api_key, temperature=temperature,
+                   max_tokens=max_tokens, num_retries=num_retries, cache=cache, engine="litellm")
+
+
+def build_lm(lm_cfg: Any) -> dspy.LM:
+    """Instantiate `lm_cfg.client` (a `_target_` builder config)."""
+    from hydra.utils import instantiate
+
+    try:
+        return instantiate(lm_cfg.client)
+    except Exception as exc:  # hydra wraps builder errors; surface ours unchanged
+        cause: BaseException | None = exc
+        while cause is not None:
+            if isinstance(cause, LMConfigError):
+                raise cause from None
+            cause = cause.__cause__
+        raise
+
+
+def build_role_lms(lm_cfg: Any, roles: list[str]) -> dict[str, dspy.LM]:
+    """One LM per role (STORM-style); roles without an override share the default LM."""
+    from omegaconf import OmegaConf
+
+    default = build_lm(lm_cfg)
+    overrides = lm_cfg.get("roles") or {}
+    out: dict[str, dspy.LM] = {}
+    for role in roles:
+        override = overrides.get(role)
+        if override:
+            merged = OmegaConf.merge(lm_cfg, {"client": override, "roles": {}})
+            out[role] = build_lm(merged)
+        else:
+            out[role] = default
+    return out

@@ -1,0 +1,120 @@
+"""Google Gemini through the official `google-genai` SDK, as a DSPy 3.4 engine.
+
+Structured output is native: the JSON schema DSPy's JSONAdapter derives from the signature is sent as
+`response_json_schema`. SDK errors are translated into DSPy's lm15 error classes so that DSPy's own retry
+loop (exponential backoff) handles rate limits and server errors.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from dspy import lm15
+from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
+
+from lms.errors import LMConfigError
+
+
+def _translate(exc: Exception) -> Exception:
+    from google.genai import errors as genai_errors
+
+    if isinstance(exc, genai_errors.APIError):
+        status = getattr(exc, "code", None)
+        message = str(exc)
+        if status == 429:
+            return lm15.RateLimitError(message, provider="gemini", status=status)
+        if status in (401, 403):
+            return lm15.AuthError(message, provider="gemini", status=status)
+        if status is not None and status >= 500:
+            return lm15.ServerError(message, provider="gemini", status=status)
+        return lm15.InvalidRequestError(message, provider="gemini", status=status)
+    if isinstance(exc, (ConnectionError, TimeoutError, OSError)):
+        return lm15.TransportError(f"gemini: {exc}", provider="gemini")
+    return exc
+
+
+class GeminiEngine:
+    supports_response_schema = True
+    supported_params = frozenset({"response_format", "temperature", "max_tokens", "top_p", "stop", "seed"})
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key_env: str = "GEMINI_API_KEY",
+        vertexai: bool = False,
+        project: str | None = None,
+        location: str | None = None,
+        client: Any = None,
+    ) -> None:
+        self.model = model
+        if client is None:
+            from google import genai
+
+            if vertexai:
+                if not project:
+                    raise LMConfigError("lm=gemini with vertexai=true needs lm.client.project (and location)")
+                client = genai.Client(vertexai=True, project=project, location=location or "us-central1")
+            else:
+                api_key = os.environ.get(api_key_env)
+                if not api_key:
+                    raise LMConfigError(
+                        f"lm=gemini needs an API key: set {api_key_env} (or use lm.client.vertexai=true)"
+                    )
+                client = genai.Client(api_key=api_key)
+        self._client = client
+
+    def _config(self, request: Any) -> Any:
+        from google.genai import types
+
+        cfg = request.config
+        system = request.system if isinstance(request.system, str) or request.system is None else "".join(
+            getattr(p, "text", "") for p in request.system
+        )
+        kwargs: dict[str, Any] = {"system_instruction": system}
+        if cfg.temperature is not None:
+            kwargs["temperature"] = cfg.temperature
+        if cfg.max_tokens:
+            kwargs["max_output_tokens"] = cfg.max_tokens
+        if cfg.top_p is not None:
+            kwargs["top_p"] = cfg.top_p
+        if cfg.stop:
+            kwargs["stop_sequences"] = list(cfg.stop)
+        if cfg.seed is not None:
+            kwargs["seed"] = cfg.seed
+        fmt = cfg.response_format
+        if fmt:
+            kwargs["response_mime_type"] = "application/json"
+            if fmt.get("type") == "json_schema" and fmt.get("schema"):
+                kwargs["response_json_schema"] = fmt["schema"]
+        return types.GenerateContentConfig(**kwargs)
+
+    def complete(self, request: Any) -> Response:
+        from google.genai import types
+
+        contents = [
+            types.Content(role="model" if m.role == "assistant" else "user", parts=[types.Part(text=m.text or "")])
+            for m in request.messages
+        ]
+        try:
+            out = self._client.models.generate_content(model=self.model, contents=contents, config=self._config(request))
+        except Exception as exc:  # translated so DSPy retries the transient ones
+            raise _translate(exc) from exc
+        meta = getattr(out, "usage_metadata", None)
+        return Response(
+            id=getattr(out, "response_id", None),
+            model=self.model,
+            message=Message.assistant((TextPart(out.text or ""),)),
+            finish_reason="stop",
+            usage=Usage(
+                input_tokens=getattr(meta, "prompt_token_count", None),
+                output_tokens=getattr(meta, "candidates_token_count", None),
+            ),
+        )
+
+    def stream(self, request: Any):
+        return response_to_events(self.complete(request))
+
+    def close(self) -> None:
+        pass

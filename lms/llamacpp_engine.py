@@ -1,0 +1,128 @@
+"""An in-process llama.cpp engine for DSPy 3.4's `dspy.LM(model, engine=...)` contract.
+
+Tiny local models rarely follow DSPy's text protocols, so this engine declares support for response
+schemas: DSPy's JSONAdapter then sends the signature's JSON schema, which llama.cpp compiles into a
+grammar that constrains decoding. A model can then only emit JSON that parses.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from dspy import lm15
+from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
+
+from lms.errors import LMConfigError
+
+
+def _system_text(system: Any) -> str | None:
+    if system is None:
+        return None
+    if isinstance(system, str):
+        return system
+    return "".join(getattr(part, "text", "") for part in system)
+
+
+class LlamaCppEngine:
+    """Runs a GGUF model with llama-cpp-python; one `complete` call is one generation."""
+
+    supports_response_schema = True
+    supported_params = frozenset({"response_format", "temperature", "max_tokens", "top_p", "stop", "seed"})
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        seed: int = 0,
+        fold_system: bool | None = None,
+        chat_format: str | None = None,
+        verbose: bool = False,
+    ) -> None:
+        path = Path(model_path)
+        if not path.is_file():
+            raise LMConfigError(f"embedded LM: GGUF file not found: {path} (set lm.model_path=...)")
+        try:
+            from llama_cpp import Llama
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise LMConfigError("embedded LM needs llama-cpp-python: pip install llama-cpp-python") from exc
+        self.model_path = path
+        self.seed = seed
+        self._lock = threading.Lock()  # a Llama object is not thread-safe
+        self._llama = Llama(
+            model_path=str(path),
+            n_ctx=n_ctx,
+            n_threads=n_threads,
+            seed=seed,
+            chat_format=chat_format,
+            verbose=verbose,
+        )
+        has_template = "tokenizer.chat_template" in (self._llama.metadata or {})
+        # Some llama.cpp chat formats (e.g. gemma's) silently drop the system message, which is where
+        # DSPy puts the instructions; without a template, fold it into the first user turn.
+        self.fold_system = (not has_template) if fold_system is None else fold_system
+        self.calls = 0
+
+    def _messages(self, request: Any) -> list[dict[str, str]]:
+        system = _system_text(request.system)
+        messages = [{"role": m.role if m.role != "developer" else "user", "content": m.text or ""}
+                    for m in request.messages]
+        if system:
+            if self.fold_system and messages and messages[0]["role"] == "user":
+                messages[0] = {"role": "user", "content": f"{system}\n\n{messages[0]['content']}"}
+            else:
+                messages.insert(0, {"role": "system", "content": system})
+        return messages
+
+    @staticmethod
+    def _response_format(config: Any) -> dict[str, Any] | None:
+        fmt = config.response_format
+        if not fmt:
+            return None
+        if fmt.get("type") == "json_schema":
+            schema = fmt.get("schema") or (fmt.get("json_schema") or {}).get("schema")
+            return {"type": "json_object", "schema": schema}
+        return {"type": "json_object"}
+
+    def complete(self, request: Any) -> Response:
+        config = request.config
+        kwargs: dict[str, Any] = {
+            "messages": self._messages(request),
+            "temperature": 0.0 if config.temperature is None else config.temperature,
+            "max_tokens": config.max_tokens or 512,
+            "seed": config.seed if config.seed is not None else self.seed,
+        }
+        if config.top_p is not None:
+            kwargs["top_p"] = config.top_p
+        if config.stop:
+            kwargs["stop"] = list(config.stop)
+        response_format = self._response_format(config)
+        if response_format is not None:
+            kwargs["response_format"] = response_format
+        with self._lock:
+            try:
+                out = self._llama.create_chat_completion(**kwargs)
+            except ValueError as exc:  # llama.cpp reports a prompt longer than n_ctx as ValueError
+                if "context window" in str(exc):
+                    raise lm15.ContextLengthError(f"embedded LM: {exc} (raise lm.client.n_ctx)") from exc
+                raise
+            self.calls += 1
+        choice = out["choices"][0]
+        usage = out.get("usage") or {}
+        finish = "length" if choice.get("finish_reason") == "length" else "stop"
+        return Response(
+            id=out.get("id"),
+            model=self.model_path.name,
+            message=Message.assistant((TextPart(choice["message"].get("content") or ""),)),
+            finish_reason=finish,
+            usage=Usage(input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens")),
+        )
+
+    def stream(self, request: Any):
+        return response_to_events(self.complete(request))
+
+    def close(self) -> None:
+        self._llama.close()

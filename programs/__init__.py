@@ -1,0 +1,1 @@
+"""DSPy programs (modules built from signatures)."""

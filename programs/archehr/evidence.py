@@ -1,0 +1,58 @@
+"""Stage 2: score every note sentence 1-5 and select evidence (strict >= 4, lenient >= 3, else first 3)."""
+
+from __future__ import annotations
+
+import dspy
+
+from programs.archehr.failures import RECOVERABLE, StageOutputError, describe
+from programs.archehr.text import numbered
+from signatures.archehr import ScoreEvidence
+from signatures.constrained import with_output_schema
+from tasks.archehr.data import NoteSentence
+
+LIKERT = [1, 2, 3, 4, 5]
+
+
+class EvidenceScorer(dspy.Module):
+    def __init__(self, strict_threshold: int = 4, lenient_threshold: int = 3, fallback_count: int = 3) -> None:
+        super().__init__()
+        self.strict_threshold = strict_threshold
+        self.lenient_threshold = lenient_threshold
+        self.fallback_count = fallback_count
+        self.score = dspy.Predict(ScoreEvidence)
+
+    def select(self, sentences: list[NoteSentence], scores: list[int]) -> tuple[list[str], str]:
+        strict = [s.id for s, v in zip(sentences, scores, strict=True) if v >= self.strict_threshold]
+        if strict:
+            return strict, "strict"
+        lenient = [s.id for s, v in zip(sentences, scores, strict=True) if v >= self.lenient_threshold]
+        if lenient:
+            return lenient, "lenient"
+        return [s.id for s in sentences[: self.fallback_count]], "first_n"
+
+    def forward(self, clinician_question: str, sentences: list[NoteSentence]) -> dspy.Prediction:
+        n = len(sentences)
+        # One score per sentence, each 1-5: a grammar-capable backend cannot emit anything else.
+        signature = with_output_schema(
+            ScoreEvidence, "scores", list[int],
+            {"type": "array", "items": {"type": "integer", "enum": LIKERT}, "minItems": n, "maxItems": n},
+        )
+        try:
+            out = self.score(
+                clinician_question=clinician_question,
+                note_sentences=numbered((s.id, s.text) for s in sentences),
+                signature=signature,
+            )
+            scores = [int(v) for v in out.scores]
+            if len(scores) != n:
+                raise StageOutputError(f"{len(scores)} scores for {n} sentences")
+            if any(v not in LIKERT for v in scores):
+                raise StageOutputError(f"scores outside 1-5: {sorted(set(scores) - set(LIKERT))}")
+        except RECOVERABLE as exc:
+            ids = [s.id for s in sentences[: self.fallback_count]]
+            return dspy.Prediction(evidence_ids=ids, scores=None, selection="fallback_first_n", fallback=describe(exc))
+        ids, selection = self.select(sentences, scores)
+        return dspy.Prediction(
+            evidence_ids=ids, scores=dict(zip([s.id for s in sentences], scores, strict=True)),
+            selection=selection, fallback=None,
+        )

@@ -1,0 +1,29 @@
+"""Stage 1: patient narrative -> clinician question (<= 15 words)."""
+
+from __future__ import annotations
+
+import dspy
+
+from programs.archehr.failures import RECOVERABLE, StageOutputError, describe
+from programs.archehr.text import last_question_sentence, truncate_words
+from signatures.archehr import InterpretQuestion
+
+
+class QuestionInterpreter(dspy.Module):
+    def __init__(self, max_words: int = 15, demos: list[dspy.Example] | None = None) -> None:
+        super().__init__()
+        self.max_words = max_words
+        self.interpret = dspy.Predict(InterpretQuestion)
+        self.interpret.demos = list(demos or [])
+
+    def forward(self, patient_narrative: str, patient_question: str = "") -> dspy.Prediction:
+        try:
+            out = self.interpret(patient_narrative=patient_narrative, patient_question=patient_question or "(none)")
+            raw = (out.clinician_question or "").strip()
+            if not raw:
+                raise StageOutputError("empty clinician question")
+            return dspy.Prediction(clinician_question=truncate_words(raw, self.max_words), fallback=None)
+        except RECOVERABLE as exc:
+            # The patient's own last question, truncated: never an invented question.
+            rule = last_question_sentence(patient_question or patient_narrative)
+            return dspy.Prediction(clinician_question=truncate_words(rule, self.max_words), fallback=describe(exc))

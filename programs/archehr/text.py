@@ -1,0 +1,51 @@
+"""Deterministic text rules shared by the stages (word limits, the soft cut, sentence splitting)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+_SENTENCE_END = (".", "!", "?")
+_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+
+
+def truncate_words(text: str, max_words: int) -> str:
+    words = text.split()
+    return " ".join(words[:max_words])
+
+
+def _ends_sentence(word: str) -> bool:
+    return word.rstrip("\"')]").endswith(_SENTENCE_END)
+
+
+def soft_cut(text: str, max_words: int = 75, min_ratio: float = 0.6) -> str:
+    """Limit `text` to `max_words` words, preferring to end at a sentence boundary.
+
+    Cut at the last sentence end within the limit when that keeps at least `min_ratio` of the limit;
+    otherwise hard-cut at the limit and end with a period.
+    """
+    words = text.split()
+    if len(words) <= max_words:
+        return " ".join(words)
+    window = words[:max_words]
+    last_end = max((i for i, w in enumerate(window) if _ends_sentence(w)), default=-1)
+    if last_end + 1 >= min_ratio * max_words:
+        return " ".join(window[: last_end + 1])
+    cut = " ".join(window).rstrip(",;:-")
+    return cut if cut.endswith(_SENTENCE_END) else cut + "."
+
+
+def split_sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SPLIT.split(text.strip()) if s.strip()]
+
+
+def numbered(items: Iterable[tuple[str, str]]) -> str:
+    """Format (id, text) pairs as `[id] text` lines, the layout every stage prompt uses."""
+    return "\n".join(f"[{i}] {t}" for i, t in items)
+
+
+def last_question_sentence(narrative: str) -> str:
+    """The last sentence ending in '?', or the last sentence: the rule-based reading of a patient's question."""
+    sentences = split_sentences(narrative) or [narrative]
+    questions = [s for s in sentences if s.rstrip().endswith("?")]
+    return (questions or sentences)[-1]

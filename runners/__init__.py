@@ -1,0 +1,1 @@
+"""Task runners: what `main.py` dispatches to (one module per program)."""

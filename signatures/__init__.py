@@ -1,0 +1,1 @@
+"""Typed DSPy signatures; each docstring is the instruction the LM sees."""

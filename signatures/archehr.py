@@ -1,0 +1,49 @@
+"""Signatures of the ArchEHR-QA 2026 cascade: interpret -> score evidence -> answer -> align."""
+
+from __future__ import annotations
+
+import dspy
+
+
+class InterpretQuestion(dspy.Signature):
+    """You are a clinical administrative assistant. Read the patient's message and rewrite the question it
+    asks as one professional question a clinician would ask of the patient's hospital record. Keep the
+    clinical focus of the patient's question; do not diagnose, speculate or add facts. Output only the
+    question, without preamble, in at most 15 words."""
+
+    patient_narrative: str = dspy.InputField(desc="the patient's own message, in their words")
+    patient_question: str = dspy.InputField(desc="the key question phrases the patient wrote, if marked")
+    clinician_question: str = dspy.OutputField(desc="one clinician question, at most 15 words")
+
+
+class ScoreEvidence(dspy.Signature):
+    """You are a clinical evidence scorer. For the clinician's question, rate every numbered sentence of
+    the clinical note on a 1-5 scale: 5 = directly answers the question; 4 = essential supporting detail;
+    3 = related context that may help; 1-2 = irrelevant to the question. Return exactly one integer per
+    sentence, in the order the sentences are listed."""
+
+    clinician_question: str = dspy.InputField()
+    note_sentences: str = dspy.InputField(desc="one sentence per line, formatted `[id] text`")
+    scores: list[int] = dspy.OutputField(desc="one 1-5 score per listed sentence, in order")
+
+
+class GenerateAnswer(dspy.Signature):
+    """You are a clinical documentation specialist. Answer the clinician's question using only the
+    clinical note: the selected evidence sentences first, the full note only as a safety net. Do not use
+    outside knowledge and do not speculate. Write plain sentences in a professional tone, at most 75 words."""
+
+    clinician_question: str = dspy.InputField()
+    evidence: str = dspy.InputField(desc="selected note sentences, one per line, formatted `[id] text`")
+    note_excerpt: str = dspy.InputField(desc="the full note excerpt")
+    answer: str = dspy.OutputField(desc="a grounded answer, at most 75 words")
+
+
+class AlignAnswer(dspy.Signature):
+    """You align an answer to the clinical note it is based on. For each numbered answer sentence, list the
+    ids of the note sentences that directly support it. Be conservative: cite a note sentence only when it
+    states what the answer sentence says; give an empty list when no note sentence supports it. Return one
+    list per answer sentence, in the order the answer sentences are listed."""
+
+    answer_sentences: str = dspy.InputField(desc="one answer sentence per line, formatted `[id] text`")
+    note_sentences: str = dspy.InputField(desc="one note sentence per line, formatted `[id] text`")
+    citations: list[list[str]] = dspy.OutputField(desc="for each answer sentence, the supporting note sentence ids")

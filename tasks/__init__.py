@@ -1,0 +1,1 @@
+"""Official task file formats (loaders, submission writers) and scorers."""

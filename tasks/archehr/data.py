@@ -1,0 +1,162 @@
+"""Load ArchEHR-QA cases (official XML) and keys (official `archehr-qa_key.json`).
+
+Ids stay strings exactly as given (dev notes number sentences from 0 or from 1). Element text is
+surrounded by newlines and indentation in the official files, so every text is stripped.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RELEVANCE_LABELS = ("essential", "supplementary", "not-relevant")
+
+
+class ArchEHRDataError(ValueError):
+    """Malformed ArchEHR-QA input; the message names the file, the case and the element."""
+
+
+@dataclass(frozen=True)
+class NoteSentence:
+    id: str
+    text: str
+    paragraph_id: str | None = None
+
+
+@dataclass(frozen=True)
+class AnswerSentence:
+    id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Case:
+    case_id: str
+    patient_narrative: str
+    patient_question_phrases: tuple[str, ...] = ()
+    clinician_question: str | None = None
+    note_excerpt: str | None = None
+    sentences: tuple[NoteSentence, ...] = ()
+    answer_sentences: tuple[AnswerSentence, ...] = ()
+
+    @property
+    def sentence_ids(self) -> list[str]:
+        return [s.id for s in self.sentences]
+
+    @property
+    def note_text(self) -> str:
+        return self.note_excerpt or " ".join(s.text for s in self.sentences)
+
+
+@dataclass
+class KeyCase:
+    case_id: str
+    relevance: dict[str, str] = field(default_factory=dict)
+    answer_without_citations: str | None = None
+    answer_sentences: list[tuple[str, str, list[str]]] = field(default_factory=list)
+
+    @property
+    def essential(self) -> set[str]:
+        return {sid for sid, rel in self.relevance.items() if rel == "essential"}
+
+    @property
+    def supplementary(self) -> set[str]:
+        return {sid for sid, rel in self.relevance.items() if rel == "supplementary"}
+
+
+def _text(elem: ET.Element | None) -> str:
+    return "".join(elem.itertext()).strip() if elem is not None else ""
+
+
+def _parse_case(elem: ET.Element, where: str) -> Case:
+    case_id = (elem.get("id") or "").strip()
+    if not case_id:
+        raise ArchEHRDataError(f"{where}: <case> without an id attribute")
+    ctx = f"{where}, case {case_id}"
+    narrative = _text(elem.find("patient_narrative"))
+    if not narrative:
+        raise ArchEHRDataError(f"{ctx}: missing or empty <patient_narrative>")
+    phrases = tuple(_text(p) for p in elem.findall("patient_question/phrase") if _text(p))
+    clinician = _text(elem.find("clinician_question")) or None
+    note = _text(elem.find("note_excerpt")) or None
+
+    sentences: list[NoteSentence] = []
+    seen: set[str] = set()
+    for s in elem.findall("note_excerpt_sentences/sentence"):
+        sid = (s.get("id") or "").strip()
+        if not sid:
+            raise ArchEHRDataError(f"{ctx}: <note_excerpt_sentences>/<sentence> without an id attribute")
+        if sid in seen:
+            raise ArchEHRDataError(f"{ctx}: duplicate note sentence id {sid!r}")
+        seen.add(sid)
+        sentences.append(NoteSentence(sid, _text(s), s.get("paragraph_id")))
+
+    answers: list[AnswerSentence] = []
+    for s in elem.findall("answer_sentences/sentence"):
+        aid = (s.get("id") or "").strip()
+        if not aid:
+            raise ArchEHRDataError(f"{ctx}: <answer_sentences>/<sentence> without an id attribute")
+        answers.append(AnswerSentence(aid, _text(s)))
+    return Case(case_id, narrative, phrases, clinician, note, tuple(sentences), tuple(answers))
+
+
+def load_cases(path: str | Path) -> list[Case]:
+    path = Path(path)
+    if not path.is_file():
+        raise ArchEHRDataError(f"{path}: no such file (set data.cases=...)")
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as exc:
+        raise ArchEHRDataError(f"{path}: malformed XML ({exc})") from None
+    if root.tag != "annotations":
+        raise ArchEHRDataError(f"{path}: root element is <{root.tag}>, expected <annotations>")
+    cases = [_parse_case(e, str(path)) for e in root.findall("case")]
+    if not cases:
+        raise ArchEHRDataError(f"{path}: no <case> elements")
+    ids = [c.case_id for c in cases]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise ArchEHRDataError(f"{path}: duplicate case ids {dupes}")
+    return cases
+
+
+def _citations(value: object, ctx: str) -> list[str]:
+    if isinstance(value, str):  # some releases/participants use "1, 5"
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, list) and all(isinstance(v, (str, int)) for v in value):
+        return [str(v).strip() for v in value]
+    raise ArchEHRDataError(f"{ctx}: 'citations' must be a list of sentence ids")
+
+
+def load_key(path: str | Path) -> dict[str, KeyCase]:
+    path = Path(path)
+    if not path.is_file():
+        raise ArchEHRDataError(f"{path}: no such file (set data.key=...)")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ArchEHRDataError(f"{path}: malformed JSON ({exc})") from None
+    if not isinstance(raw, list):
+        raise ArchEHRDataError(f"{path}: expected a JSON array of cases")
+    key: dict[str, KeyCase] = {}
+    for i, item in enumerate(raw):
+        if not isinstance(item, dict) or "case_id" not in item:
+            raise ArchEHRDataError(f"{path}: entry {i} has no 'case_id'")
+        cid = str(item["case_id"])
+        ctx = f"{path}, case {cid}"
+        kc = KeyCase(cid)
+        for ans in item.get("answers", []):
+            rel = ans.get("relevance")
+            if rel not in RELEVANCE_LABELS or "sentence_id" not in ans:
+                raise ArchEHRDataError(f"{ctx}: bad 'answers' entry {ans!r} (relevance must be one of {RELEVANCE_LABELS})")
+            kc.relevance[str(ans["sentence_id"])] = rel
+        text = item.get("clinician_answer_without_citations")
+        kc.answer_without_citations = text.strip() if isinstance(text, str) else None
+        for s in item.get("clinician_answer_sentences", []) or []:
+            if "id" not in s or "text" not in s:
+                raise ArchEHRDataError(f"{ctx}: 'clinician_answer_sentences' entry without id/text")
+            kc.answer_sentences.append((str(s["id"]), str(s["text"]).strip(), _citations(s.get("citations", []), ctx)))
+        key[cid] = kc
+    return key

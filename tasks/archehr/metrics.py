@@ -1,0 +1,166 @@
+"""Scorers equivalent to the official ArchEHR-QA 2026 evaluation scripts (leaderboard values, 0-100).
+
+- Subtask 1: ROUGE (rouge1/2/L/Lsum), BERTScore, AlignScore, MEDCON; overall = mean(alignscore, rougeLsum,
+  medcon, bertscore).
+- Subtask 2: strict and lenient P/R/F1, micro and macro; empty prediction and empty gold -> 1.0; either empty
+  alone -> 0.0; lenient drops supplementary predictions and scores against essential. overall = strict micro F1.
+- Subtask 3: BLEU, ROUGE, SARI (source = patient narrative), BERTScore, AlignScore, MEDCON; overall = mean of
+  bleu, rougeLsum, sari, bertscore, alignscore, medcon.
+- Subtask 4: micro/macro P/R/F1 over (answer_id, evidence_id) links; a case with no predicted (or gold)
+  links scores 0 precision (recall); overall = micro F1.
+Where a metric cannot be computed here, its value is None, `unavailable` says why, and the overall is the
+mean of the available components, with the missing ones named in `overall_missing`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from statistics import mean
+from typing import Any
+
+from tasks.archehr.data import Case, KeyCase
+from tasks.sari import sari
+from tasks.text_metrics import BertScoreConfig, Unavailable, bertscore, bleu, rouge
+
+
+class SubmissionError(ValueError):
+    """A submission the official scorer would reject (missing cases, invalid ids)."""
+
+
+@dataclass
+class MetricsConfig:
+    bertscore: BertScoreConfig | None = None
+    alignscore_checkpoint: str | None = None
+    medcon_quickumls_path: str | None = None
+    unavailable: dict[str, str] = field(default_factory=dict)
+
+
+def _prf(tp: int, n_pred: int, n_gold: int) -> tuple[float, float, float]:
+    p = tp / n_pred if n_pred else 0.0
+    r = tp / n_gold if n_gold else 0.0
+    return p, r, (2 * p * r / (p + r) if p + r else 0.0)
+
+
+def _case_prf_st2(pred: set[str], gold: set[str]) -> tuple[float, float, float]:
+    if not pred and not gold:
+        return 1.0, 1.0, 1.0
+    if not pred or not gold:
+        return 0.0, 0.0, 0.0
+    return _prf(len(pred & gold), len(pred), len(gold))
+
+
+def _check_case_ids(submitted: set[str], expected: set[str], subtask: str) -> None:
+    if submitted != expected:
+        missing, extra = sorted(expected - submitted), sorted(submitted - expected)
+        raise SubmissionError(f"{subtask}: case ids in key but not in submission: {missing}; "
+                              f"in submission but not in key: {extra}")
+
+
+def score_subtask2(predictions: dict[str, list[str]], key: dict[str, KeyCase]) -> dict[str, float]:
+    _check_case_ids(set(predictions), set(key), "subtask 2")
+    out: dict[str, Any] = {}
+    for mode in ("strict", "lenient"):
+        per_case, tp, n_pred, n_gold = [], 0, 0, 0
+        for cid, ids in predictions.items():
+            kc = key[cid]
+            pred = set(ids)
+            invalid = pred - set(kc.relevance)
+            if invalid:
+                raise SubmissionError(f"subtask 2, case {cid}: invalid sentence ids {sorted(invalid)}")
+            gold = kc.essential
+            if mode == "lenient":
+                pred = pred - kc.supplementary
+            per_case.append(_case_prf_st2(pred, gold))
+            tp, n_pred, n_gold = tp + len(pred & gold), n_pred + len(pred), n_gold + len(gold)
+        micro = (1.0, 1.0, 1.0) if n_pred == 0 and n_gold == 0 else _prf(tp, n_pred, n_gold)
+        for name, i in (("precision", 0), ("recall", 1), ("f1", 2)):
+            out[f"{mode}_macro_{name}"] = 100 * mean(c[i] for c in per_case)
+            out[f"{mode}_micro_{name}"] = 100 * micro[i]
+    out["overall_score"] = out["strict_micro_f1"]
+    return out
+
+
+def score_subtask4(predictions: dict[str, list[dict[str, Any]]], key: dict[str, KeyCase]) -> dict[str, float]:
+    _check_case_ids(set(predictions), set(key), "subtask 4")
+    per_case, tp, n_pred, n_gold = [], 0, 0, 0
+    for cid, alignment in predictions.items():
+        kc = key[cid]
+        gold = {(aid, eid) for aid, _, cites in kc.answer_sentences for eid in cites}
+        valid_answers = {aid for aid, _, _ in kc.answer_sentences}
+        pred: set[tuple[str, str]] = set()
+        for item in alignment:
+            aid = item["answer_id"]
+            if aid not in valid_answers:
+                raise SubmissionError(f"subtask 4, case {cid}: invalid answer_id {aid!r}")
+            for eid in item["evidence_id"]:
+                if eid not in kc.relevance:
+                    raise SubmissionError(f"subtask 4, case {cid}: invalid evidence_id {eid!r}")
+                pred.add((aid, eid))
+        hits = len(pred & gold)
+        per_case.append(_prf(hits, len(pred), len(gold)))
+        tp, n_pred, n_gold = tp + hits, n_pred + len(pred), n_gold + len(gold)
+    micro = _prf(tp, n_pred, n_gold)
+    out = {}
+    for name, i in (("precision", 0), ("recall", 1), ("f1", 2)):
+        out[f"micro_{name}"] = 100 * micro[i]
+        out[f"macro_{name}"] = 100 * mean(c[i] for c in per_case) if per_case else 0.0
+    out["overall_score"] = out["micro_f1"]
+    return out
+
+
+def _model_metrics(references: list[str], predictions: list[str], cfg: MetricsConfig) -> tuple[dict, dict]:
+    values: dict[str, float | None] = {}
+    unavailable: dict[str, str] = {}
+    if cfg.bertscore is None:
+        values["bertscore"], unavailable["bertscore"] = None, "no BERTScore model configured"
+    else:
+        bs = bertscore(references, predictions, cfg.bertscore)
+        if isinstance(bs, Unavailable):
+            values["bertscore"], unavailable["bertscore"] = None, bs.reason
+        else:
+            values["bertscore"] = 100 * bs
+    values["alignscore"] = None
+    unavailable["alignscore"] = cfg.unavailable.get(
+        "alignscore", "AlignScore needs its checkpoint (AlignScore-base.ckpt) and roberta-base from the hub")
+    values["medcon"] = None
+    unavailable["medcon"] = cfg.unavailable.get(
+        "medcon", "MEDCON needs a licensed UMLS/QuickUMLS installation")
+    return values, unavailable
+
+
+def _overall(values: dict[str, float | None], components: list[str]) -> tuple[float | None, list[str]]:
+    available = [values[c] for c in components if values.get(c) is not None]
+    missing = [c for c in components if values.get(c) is None]
+    return (mean(available) if available else None), missing
+
+
+def score_subtask1(predictions: dict[str, str], cases: list[Case], cfg: MetricsConfig) -> dict[str, Any]:
+    refs_by_id = {c.case_id: c.clinician_question for c in cases if c.clinician_question}
+    _check_case_ids(set(predictions), set(refs_by_id), "subtask 1")
+    ids = sorted(predictions, key=lambda x: (len(x), x))
+    refs = [refs_by_id[i] for i in ids]
+    preds = [" ".join(predictions[i].split()[:15]) for i in ids]  # the official scorer truncates to 15 words
+    values: dict[str, Any] = {k: 100 * v for k, v in rouge(refs, preds).items()}
+    model_values, unavailable = _model_metrics(refs, preds, cfg)
+    values.update(model_values)
+    values["overall_score"], values["overall_missing"] = _overall(values, ["alignscore", "rougeLsum", "medcon", "bertscore"])
+    values["unavailable"] = unavailable
+    return values
+
+
+def score_subtask3(predictions: dict[str, str], key: dict[str, KeyCase], cases: list[Case], cfg: MetricsConfig) -> dict[str, Any]:
+    refs_by_id = {cid: kc.answer_without_citations for cid, kc in key.items() if kc.answer_without_citations}
+    _check_case_ids(set(predictions), set(refs_by_id), "subtask 3")
+    sources = {c.case_id: c.patient_narrative for c in cases}
+    ids = sorted(predictions, key=lambda x: (len(x), x))
+    refs = [refs_by_id[i] for i in ids]
+    preds = [" ".join(predictions[i].split()[:75]) for i in ids]
+    values: dict[str, Any] = {"bleu": 100 * bleu(refs, preds)}
+    values.update({k: 100 * v for k, v in rouge(refs, preds).items()})
+    values["sari"] = sari([sources[i] for i in ids], preds, [[r] for r in refs])
+    model_values, unavailable = _model_metrics(refs, preds, cfg)
+    values.update(model_values)
+    values["overall_score"], values["overall_missing"] = _overall(
+        values, ["bleu", "rougeLsum", "sari", "bertscore", "alignscore", "medcon"])
+    values["unavailable"] = unavailable
+    return values

@@ -1,0 +1,97 @@
+"""Predictions on disk (`predictions.jsonl`, appended per case) and the four official submission files."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from tasks.archehr.data import ArchEHRDataError
+
+SUBMISSION_FILES = {st: f"submission_subtask_{st}.json" for st in (1, 2, 3, 4)}
+
+
+class PredictionLog:
+    """Appends one JSON line per finished case; reading it back lets a rerun resume."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+
+    def read(self) -> dict[str, dict[str, Any]]:
+        if not self.path.exists():
+            return {}
+        records: dict[str, dict[str, Any]] = {}
+        for n, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                # A run killed mid-write leaves a partial last line: that case simply runs again.
+                continue
+            if "case_id" not in rec:
+                raise ArchEHRDataError(f"{self.path}:{n}: prediction record without case_id")
+            records[str(rec["case_id"])] = rec
+        return records
+
+    def append(self, record: dict[str, Any]) -> None:
+        with self._lock, self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+            fh.flush()
+
+
+def submissions_from_records(records: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    subs: dict[int, list[dict[str, Any]]] = {1: [], 2: [], 3: [], 4: []}
+    for rec in records:
+        cid = str(rec["case_id"])
+        subs[1].append({"case_id": cid, "prediction": rec["clinician_question"]})
+        if rec.get("answer") is None:
+            continue  # a case without a note excerpt has Subtask 1 only
+        subs[2].append({"case_id": cid, "prediction": [str(i) for i in rec["evidence_ids"]]})
+        subs[3].append({"case_id": cid, "prediction": rec["answer"]})
+        subs[4].append({"case_id": cid, "prediction": [
+            {"answer_id": str(a["answer_id"]), "evidence_id": [str(e) for e in a["evidence_id"]]}
+            for a in rec["alignment"]
+        ]})
+    return subs
+
+
+def write_submissions(records: list[dict[str, Any]], out_dir: str | Path) -> dict[int, Path]:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for st, items in submissions_from_records(records).items():
+        path = out_dir / SUBMISSION_FILES[st]
+        path.write_text(json.dumps(items, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        paths[st] = path
+    return paths
+
+
+def read_submission(path: str | Path, subtask: int) -> dict[str, Any]:
+    """Read an official submission file into {case_id: prediction}, validating its shape."""
+    path = Path(path)
+    try:
+        items = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ArchEHRDataError(f"{path}: cannot read submission ({exc})") from None
+    if not isinstance(items, list):
+        raise ArchEHRDataError(f"{path}: a submission is a JSON array of {{case_id, prediction}}")
+    out: dict[str, Any] = {}
+    for item in items:
+        if not isinstance(item, dict) or "case_id" not in item or "prediction" not in item:
+            raise ArchEHRDataError(f"{path}: entry without case_id/prediction: {item!r}"[:300])
+        pred, cid = item["prediction"], str(item["case_id"])
+        ok = {
+            1: isinstance(pred, str) and pred.strip(),
+            2: isinstance(pred, list) and all(isinstance(x, str) for x in pred),
+            3: isinstance(pred, str) and pred.strip(),
+            4: isinstance(pred, list) and all(
+                isinstance(a, dict) and isinstance(a.get("answer_id"), str) and isinstance(a.get("evidence_id"), list)
+                and all(isinstance(e, str) for e in a["evidence_id"]) for a in pred),
+        }[subtask]
+        if not ok:
+            raise ArchEHRDataError(f"{path}: case {cid}: prediction has the wrong shape for subtask {subtask}")
+        out[cid] = pred
+    return out

@@ -1,0 +1,83 @@
+"""Text-similarity metrics through their libraries, each as the official scorers call them.
+
+A metric whose model cannot be loaded here returns `Unavailable(reason)` instead of a number: we never
+invent a score.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import mean
+from typing import Any
+
+ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    reason: str
+
+
+def rouge(references: list[str], predictions: list[str]) -> dict[str, float]:
+    """Mean per-pair ROUGE F1 (0-1), as the official scorer: HF `evaluate`'s rouge on one pair at a time,
+    i.e. `rouge_score` with its default tokenizer and no stemming."""
+    from rouge_score import rouge_scorer
+
+    scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=False)
+    per_type: dict[str, list[float]] = {t: [] for t in ROUGE_TYPES}
+    for ref, pred in zip(references, predictions, strict=True):
+        scores = scorer.score(ref, pred)
+        for t in ROUGE_TYPES:
+            per_type[t].append(scores[t].fmeasure)
+    return {t: mean(v) for t, v in per_type.items()}
+
+
+def bleu(references: list[str], predictions: list[str]) -> float:
+    """Mean per-pair BLEU (0-1): 13a tokenization, up to 4-grams, no smoothing, standard brevity penalty
+    (what the official scorer's HF `evaluate` "bleu" computes), via sacrebleu."""
+    import sacrebleu
+
+    scores = [
+        sacrebleu.corpus_bleu([p], [[r]], tokenize="13a", smooth_method="none").score / 100
+        for r, p in zip(references, predictions, strict=True)
+    ]
+    return mean(scores)
+
+
+@dataclass(frozen=True)
+class BertScoreConfig:
+    model_type: str
+    num_layers: int | None = None
+    rescale_with_baseline: bool = False
+    batch_size: int = 8
+    lang: str | None = "en"
+
+
+def resolve_model_path(spec: str) -> str:
+    """`package:<name>` points at a model shipped inside a PyPI package (offline); anything else is passed on."""
+    if spec.startswith("package:"):
+        import importlib
+
+        module = importlib.import_module(spec.split(":", 1)[1])
+        return str(Path(module.get_model_path()))
+    return spec
+
+
+def bertscore(references: list[str], predictions: list[str], cfg: BertScoreConfig) -> float | Unavailable:
+    """Mean BERTScore F1 (0-1) with the configured model; Unavailable when it cannot be loaded here."""
+    try:
+        import bert_score
+
+        kwargs: dict[str, Any] = {
+            "model_type": resolve_model_path(cfg.model_type),
+            "num_layers": cfg.num_layers,
+            "batch_size": cfg.batch_size,
+            "rescale_with_baseline": cfg.rescale_with_baseline,
+            "lang": cfg.lang,
+            "device": "cpu",
+        }
+        _, _, f1 = bert_score.score(predictions, references, **kwargs)
+        return float(f1.mean())
+    except Exception as exc:  # offline hub access, missing baseline file, ...
+        return Unavailable(f"bertscore with {cfg.model_type}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dspy
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+ROOT = Path(__file__).resolve().parents[1]
+BUNDLED_CASES = ROOT / "data" / "archehr" / "bundled_cases.xml"
+BUNDLED_KEY = ROOT / "data" / "archehr" / "bundled_cases_key.json"
+DEV_QUESTIONS = ROOT / "data" / "archehr" / "dev_questions_2025.xml"
+
+
+@pytest.fixture
+def dummy_lm():
+    """Configure a DummyLM that answers in JSON (the adapter our programs use) and restore settings after."""
+
+    def make(answers):
+        lm = dspy.utils.DummyLM(answers, adapter=dspy.JSONAdapter())
+        dspy.configure(lm=lm, adapter=dspy.JSONAdapter())
+        return lm
+
+    yield make
+    dspy.configure(lm=None, adapter=None)
+
+
+@pytest.fixture
+def bundled_cases():
+    from tasks.archehr.data import load_cases
+
+    return load_cases(BUNDLED_CASES)
