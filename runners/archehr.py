@@ -68,7 +68,7 @@ def build_program(program_cfg: DictConfig, role_lms: dict[str, dspy.LM] | None =
 
 def record_from_prediction(pred: dspy.Prediction, seconds: float) -> dict[str, Any]:
     keys = ("case_id", "clinician_question", "evidence_ids", "scores", "selection", "answer", "alignment",
-            "dropped_ids", "fallbacks", "usage")
+            "alignment_source", "dropped_ids", "fallbacks", "usage")
     record = {k: pred.get(k) for k in keys}
     record["seconds"] = round(seconds, 4)
     return record
@@ -135,10 +135,14 @@ def score_all(records: dict[str, dict[str, Any]] | None, cases: list[Case], key_
         key = load_key(key_path)
         scores["subtask_2"] = score_subtask2(submissions[2], key)
         scores["subtask_3"] = score_subtask3(submissions[3], key, cases, mcfg)
-        if all(kc.answer_sentences for kc in key.values()):
-            scores["subtask_4"] = score_subtask4(submissions[4], key)
-        else:
+        generated = [r["case_id"] for r in (records or {}).values() if r.get("alignment_source") == "generated"]
+        if not all(kc.answer_sentences for kc in key.values()):
             scores["subtask_4"] = {"unavailable": "the key has no clinician_answer_sentences with citations"}
+        elif generated:
+            scores["subtask_4"] = {"unavailable": f"cases {generated} aligned generated answer sentences; Subtask 4 "
+                                   "aligns the reference <answer_sentences>, which the cases file must provide"}
+        else:
+            scores["subtask_4"] = score_subtask4(submissions[4], key)
     else:
         for st in (2, 3, 4):
             scores[f"subtask_{st}"] = {"unavailable": "no key file (data.key)"}

@@ -13,7 +13,13 @@ from omegaconf import DictConfig
 
 def configure_dspy(cfg: DictConfig) -> None:
     dspy.configure_cache(disk_cache_dir=str(Path(cfg.cache_dir).expanduser()), enable_memory_cache=True)
-    adapter = {"json": dspy.JSONAdapter, "chat": dspy.ChatAdapter}[cfg.lm.get("adapter", "json")]()
+    from signatures.constrained import ConstrainedJSONAdapter
+
+    adapters = {"json": ConstrainedJSONAdapter, "chat": dspy.ChatAdapter}
+    name = cfg.lm.get("adapter", "json")
+    if name not in adapters:
+        raise ValueError(f"lm.adapter must be one of {sorted(adapters)}, not {name!r}")
+    adapter = adapters[name]()
     dspy.configure(adapter=adapter, track_usage=False)
 
 

@@ -1,39 +1,45 @@
 """Per-call JSON-schema constraints for output fields.
 
 A signature is static, but the valid outputs of a stage depend on the case (one score per note sentence,
-evidence ids that exist in this note). `schema_constrained` makes a type that validates like `python_type`
-but publishes `json_schema`, so DSPy's JSONAdapter hands grammar-capable backends (llama.cpp, Gemini) a
-schema bounded to this case, while validation stays lenient enough that the program can drop and count bad
-ids itself instead of failing the whole stage.
+evidence ids that exist in this note, a length bound). `with_output_schema` attaches a JSON schema to one
+output field of a signature copy; `ConstrainedJSONAdapter` merges it into the structured-output schema that
+grammar-capable backends (llama.cpp, Gemini) decode under. The Python type, and so DSPy's parsing, stays
+unchanged and lenient: the stage itself drops and counts bad ids instead of failing the whole call.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import dspy
 
-
-def schema_constrained(python_type: Any, json_schema: dict[str, Any], name: str) -> type:
-    def core_schema(cls, source, handler):  # noqa: ARG001 - pydantic hook signature
-        return handler.generate_schema(python_type)
-
-    def json_schema_hook(cls, core, handler):  # noqa: ARG001 - pydantic hook signature
-        return dict(json_schema)
-
-    return type(
-        name,
-        (),
-        {
-            "__get_pydantic_core_schema__": classmethod(core_schema),
-            "__get_pydantic_json_schema__": classmethod(json_schema_hook),
-        },
-    )
+SCHEMA_KEY = "output_schema"
 
 
-def with_output_schema(
-    signature: type[dspy.Signature], field: str, python_type: Any, json_schema: dict[str, Any]
-) -> type[dspy.Signature]:
-    """Return `signature` with `field` retyped to publish `json_schema` (instructions and demos unchanged)."""
-    type_name = getattr(python_type, "__name__", None) or str(python_type)
-    return signature.with_updated_fields(field, type_=schema_constrained(python_type, json_schema, type_name))
+def with_output_schema(signature: type[dspy.Signature], field: str, json_schema: dict[str, Any]) -> type[dspy.Signature]:
+    """Return `signature` with `json_schema` attached to output `field` (instructions and types unchanged)."""
+    return signature.with_updated_fields(field, **{SCHEMA_KEY: dict(json_schema)})
+
+
+class ConstrainedJSONAdapter(dspy.JSONAdapter):
+    """DSPy's JSONAdapter, plus the per-field schemas attached with `with_output_schema`."""
+
+    def _prepare_response_format(self, lm, lm_kwargs, signature):
+        super()._prepare_response_format(lm, lm_kwargs, signature)
+        fmt = lm_kwargs.get("response_format")
+        if not hasattr(fmt, "model_json_schema"):
+            return  # plain JSON mode, or no structured output on this backend
+        overrides = {
+            name: field.json_schema_extra[SCHEMA_KEY]
+            for name, field in signature.output_fields.items()
+            if isinstance(field.json_schema_extra, dict) and SCHEMA_KEY in field.json_schema_extra
+        }
+        if not overrides:
+            return
+        schema = copy.deepcopy(fmt.model_json_schema())
+        for name, extra in overrides.items():
+            prop = schema.get("properties", {}).get(name)
+            if prop is not None:
+                prop.update(copy.deepcopy(extra))
+        fmt.model_json_schema = lambda *args, **kwargs: schema

@@ -71,4 +71,4 @@ def sari(sources: list[str], predictions: list[str], references: list[list[str]]
         raise ValueError("sari: sources, predictions and references must have the same length")
     if not predictions:
         raise ValueError("sari: nothing to score")
-    return 100 * sum(sari_sentence(s, p, r) for s, p, r in zip(sources, predictions, references)) / len(predictions)
+    return 100 * sum(sari_sentence(s, p, r) for s, p, r in zip(sources, predictions, references, strict=True)) / len(predictions)

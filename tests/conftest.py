@@ -6,6 +6,8 @@ from pathlib import Path
 import dspy
 import pytest
 
+from signatures.constrained import ConstrainedJSONAdapter
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,8 +21,8 @@ def dummy_lm():
     """Configure a DummyLM that answers in JSON (the adapter our programs use) and restore settings after."""
 
     def make(answers):
-        lm = dspy.utils.DummyLM(answers, adapter=dspy.JSONAdapter())
-        dspy.configure(lm=lm, adapter=dspy.JSONAdapter())
+        lm = dspy.utils.DummyLM(answers, adapter=ConstrainedJSONAdapter())
+        dspy.configure(lm=lm, adapter=ConstrainedJSONAdapter())
         return lm
 
     yield make

@@ -24,7 +24,7 @@ class AnswerAligner(dspy.Module):
             return dspy.Prediction(alignment=[], dropped_ids=0, fallback=None)
         inner = {"type": "array", "items": {"type": "string", "enum": valid}, "maxItems": self.max_citations}
         signature = with_output_schema(
-            AlignAnswer, "citations", list[list[str]],
+            self.align.signature, "citations",
             {"type": "array", "items": inner, "minItems": n, "maxItems": n},
         )
         try:

@@ -7,6 +7,7 @@ import dspy
 from programs.archehr.failures import RECOVERABLE, StageOutputError, describe
 from programs.archehr.text import numbered, soft_cut
 from signatures.archehr import GenerateAnswer
+from signatures.constrained import with_output_schema
 from tasks.archehr.data import NoteSentence
 
 
@@ -18,11 +19,15 @@ class AnswerGenerator(dspy.Module):
         self.generate = dspy.Predict(GenerateAnswer)
 
     def forward(self, clinician_question: str, evidence: list[NoteSentence], note_excerpt: str) -> dspy.Prediction:
+        # Bound decoding to ~1.3x the word limit in characters; the soft cut then applies the exact limit.
+        signature = with_output_schema(self.generate.signature, "answer",
+                                       {"type": "string", "maxLength": int(1.3 * 8 * self.max_words)})
         try:
             out = self.generate(
                 clinician_question=clinician_question,
                 evidence=numbered((s.id, s.text) for s in evidence),
                 note_excerpt=note_excerpt,
+                signature=signature,
             )
             raw = (out.answer or "").strip()
             if not raw:

@@ -34,7 +34,7 @@ class EvidenceScorer(dspy.Module):
         n = len(sentences)
         # One score per sentence, each 1-5: a grammar-capable backend cannot emit anything else.
         signature = with_output_schema(
-            ScoreEvidence, "scores", list[int],
+            self.score.signature, "scores",
             {"type": "array", "items": {"type": "integer", "enum": LIKERT}, "minItems": n, "maxItems": n},
         )
         try:

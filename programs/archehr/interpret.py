@@ -7,6 +7,7 @@ import dspy
 from programs.archehr.failures import RECOVERABLE, StageOutputError, describe
 from programs.archehr.text import last_question_sentence, truncate_words
 from signatures.archehr import InterpretQuestion
+from signatures.constrained import with_output_schema
 
 
 class QuestionInterpreter(dspy.Module):
@@ -17,8 +18,13 @@ class QuestionInterpreter(dspy.Module):
         self.interpret.demos = list(demos or [])
 
     def forward(self, patient_narrative: str, patient_question: str = "") -> dspy.Prediction:
+        # ~12 characters a word bounds decoding, so a small model cannot ramble to max_tokens. Built from the
+        # predictor's current signature so instructions an optimizer rewrote are kept.
+        signature = with_output_schema(self.interpret.signature, "clinician_question",
+                                       {"type": "string", "maxLength": 12 * self.max_words})
         try:
-            out = self.interpret(patient_narrative=patient_narrative, patient_question=patient_question or "(none)")
+            out = self.interpret(patient_narrative=patient_narrative, patient_question=patient_question or "(none)",
+                                 signature=signature)
             raw = (out.clinician_question or "").strip()
             if not raw:
                 raise StageOutputError("empty clinician question")

@@ -59,7 +59,8 @@ class ArchEHRCascade(dspy.Module):
 
         if not case.sentences:  # e.g. the 2026 Subtask-1 test release: narratives only
             return dspy.Prediction(**pred, evidence_ids=[], scores=None, selection="no_note", answer=None,
-                                   alignment=[], dropped_ids=0, fallbacks=fallbacks, usage=ledger.as_dict())
+                                   alignment=[], alignment_source=None, dropped_ids=0, fallbacks=fallbacks,
+                                   usage=ledger.as_dict())
 
         anchor = q.clinician_question if self.anchor == "clinician_question" else case.patient_narrative
         sentences = list(case.sentences)
@@ -77,8 +78,9 @@ class ArchEHRCascade(dspy.Module):
 
         # Subtask 4 aligns the reference answer sentences when the input provides them; else our own answer.
         if case.answer_sentences:
-            answer_sentences = list(case.answer_sentences)
+            answer_sentences, alignment_source = list(case.answer_sentences), "reference"
         else:
+            alignment_source = "generated"
             answer_sentences = [AnswerSentence(str(i), t) for i, t in enumerate(split_sentences(ans.answer), 1)]
         with ledger.stage("alignment"), self._lm_context("alignment"):
             al = self.alignment(answer_sentences, sentences)
@@ -87,5 +89,6 @@ class ArchEHRCascade(dspy.Module):
 
         return dspy.Prediction(
             **pred, evidence_ids=ev.evidence_ids, scores=ev.scores, selection=ev.selection, answer=ans.answer,
-            alignment=al.alignment, dropped_ids=al.dropped_ids, fallbacks=fallbacks, usage=ledger.as_dict(),
+            alignment=al.alignment, alignment_source=alignment_source, dropped_ids=al.dropped_ids,
+            fallbacks=fallbacks, usage=ledger.as_dict(),
         )

@@ -1,0 +1,70 @@
+"""The per-case JSON schema reaches a grammar-capable engine (the embedded LM path), with the right bounds."""
+
+import json
+
+import dspy
+from dspy.lm15 import Message, Response, TextPart, Usage
+
+from programs.archehr.align import AnswerAligner
+from programs.archehr.evidence import EvidenceScorer
+from programs.archehr.interpret import QuestionInterpreter
+from signatures.constrained import ConstrainedJSONAdapter
+from tasks.archehr.data import AnswerSentence, NoteSentence
+
+
+class CapturingEngine:
+    """A schema-capable engine that records each request and replies with scripted JSON."""
+
+    supports_response_schema = True
+    supported_params = frozenset({"response_format", "temperature", "max_tokens"})
+
+    def __init__(self, replies):
+        self.replies = list(replies)
+        self.requests = []
+
+    def complete(self, request):
+        self.requests.append(request)
+        text = json.dumps(self.replies.pop(0))
+        return Response(id=None, model="capture", message=Message.assistant((TextPart(text),)), finish_reason="stop",
+                        usage=Usage(input_tokens=1, output_tokens=1))
+
+    def stream(self, request):
+        raise NotImplementedError
+
+    def close(self):
+        pass
+
+
+def configure(replies):
+    engine = CapturingEngine(replies)
+    dspy.configure(lm=dspy.LM("capture/test", engine=engine, cache=False), adapter=ConstrainedJSONAdapter())
+    return engine
+
+
+def schema_of(request, field):
+    return request.config.response_format["schema"]["properties"][field]
+
+
+def test_evidence_schema_has_one_likert_item_per_sentence():
+    engine = configure([{"scores": [5, 1, 4]}])
+    sents = [NoteSentence(str(i), f"s{i}") for i in (1, 2, 3)]
+    out = EvidenceScorer()(clinician_question="q", sentences=sents)
+    prop = schema_of(engine.requests[0], "scores")
+    assert prop["minItems"] == prop["maxItems"] == 3 and prop["items"]["enum"] == [1, 2, 3, 4, 5]
+    assert out.evidence_ids == ["1", "3"]
+
+
+def test_alignment_schema_enumerates_note_ids_and_bounds_citations():
+    engine = configure([{"citations": [["2"], []]}])
+    sents = [NoteSentence("0", "header"), NoteSentence("2", "s")]
+    AnswerAligner(max_citations=2)(answer_sentences=[AnswerSentence("1", "a"), AnswerSentence("2", "b")], sentences=sents)
+    prop = schema_of(engine.requests[0], "citations")
+    assert prop["minItems"] == prop["maxItems"] == 2
+    assert prop["items"]["items"]["enum"] == ["0", "2"] and prop["items"]["maxItems"] == 2
+
+
+def test_string_fields_are_length_bounded_and_still_parse_as_text():
+    engine = configure([{"clinician_question": "Why was the cath done?"}])
+    out = QuestionInterpreter()(patient_narrative="n")
+    assert schema_of(engine.requests[0], "clinician_question")["maxLength"] == 180
+    assert out.clinician_question == "Why was the cath done?" and out.fallback is None
