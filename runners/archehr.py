@@ -132,7 +132,9 @@ def score_all(records: dict[str, dict[str, Any]] | None, cases: list[Case], key_
     else:
         scores["subtask_1"] = {"unavailable": "the cases file has no <clinician_question> references"}
     if key_path:
-        key = load_key(key_path)
+        # Score the cases that were loaded (data.limit), like the official scripts' --case_ids_to_score.
+        case_ids = {c.case_id for c in cases}
+        key = {cid: kc for cid, kc in load_key(key_path).items() if cid in case_ids}
         scores["subtask_2"] = score_subtask2(submissions[2], key)
         scores["subtask_3"] = score_subtask3(submissions[3], key, cases, mcfg)
         generated = [r["case_id"] for r in (records or {}).values() if r.get("alignment_source") == "generated"]

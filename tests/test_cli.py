@@ -1,0 +1,84 @@
+"""`python main.py ...` as a user runs it: one-line errors, scoring submission files, the embedded end-to-end run."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import BUNDLED_CASES, BUNDLED_KEY, ROOT
+
+FIXTURE_SUBMISSION = ROOT / "tests" / "fixtures" / "archehr_submission"
+
+
+def main(*args, env=None, cwd=ROOT):
+    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
+    return subprocess.run([sys.executable, str(ROOT / "main.py"), *args], capture_output=True, text=True,
+                          env=full_env, cwd=cwd, timeout=900)
+
+
+def test_gemini_without_key_fails_in_one_line_before_any_case(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "GEMINI_API_KEY"}
+    proc = subprocess.run([sys.executable, str(ROOT / "main.py"), "program=archehr", "lm=gemini",
+                           f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "error: lm=gemini needs an API key: set GEMINI_API_KEY (or use lm.client.vertexai=true)"]
+    assert not (tmp_path / "predictions.jsonl").exists()
+
+
+def test_malformed_cases_file_is_one_line(tmp_path):
+    bad = tmp_path / "bad.xml"
+    bad.write_text("<annotations><case id='1'>", encoding="utf-8")
+    proc = main("program=archehr", f"data.cases={bad}", f"hydra.run.dir={tmp_path / 'out'}")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith(f"error: {bad}: malformed XML")
+
+
+def test_evaluate_scores_official_submission_files(tmp_path):
+    proc = main("program=archehr", "task=evaluate", f"data.cases={BUNDLED_CASES}", f"data.key={BUNDLED_KEY}",
+                f"data.submissions={FIXTURE_SUBMISSION}", f"hydra.run.dir={tmp_path}")
+    assert proc.returncode == 0, proc.stderr
+    scores = json.loads((tmp_path / "scores.json").read_text())
+    # hand-computed from the fixture: 8 of 9 predicted ids are essential, 8 of 9 essential found
+    assert scores["subtask_2"]["strict_micro_f1"] == pytest.approx(800 / 9)
+    # 9 predicted links, all gold; 12 gold links: P=1, R=0.75
+    assert scores["subtask_4"]["micro_f1"] == pytest.approx(100 * 2 * 0.75 / 1.75)
+    assert scores["subtask_1"]["rougeLsum"] > 50
+    assert scores["subtask_3"]["overall_missing"] == ["alignscore", "medcon"]
+    assert scores["bertscore_model"]["official"] is False
+    for st in ("subtask_1", "subtask_2", "subtask_3", "subtask_4"):
+        assert f"{st}:" in proc.stdout
+
+
+@pytest.mark.embedded_lm
+def test_embedded_lm_end_to_end_on_one_case_then_resumes_from_cache(tmp_path):
+    out = tmp_path / "run"
+    args = ("program=archehr", "data.limit=1", f"hydra.run.dir={out}", f"cache_dir={tmp_path / 'cache'}", "progress=false")
+    proc = main(*args)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for name in ("predictions.jsonl", "usage.json", "scores.json", "report.md",
+                 *(f"submission_subtask_{i}.json" for i in (1, 2, 3, 4))):
+        assert (out / name).is_file(), name
+    record = json.loads((out / "predictions.jsonl").read_text().splitlines()[0])
+    assert record["case_id"] == "901" and 0 < len(record["clinician_question"].split()) <= 15
+    assert set(record["evidence_ids"]) <= {str(i) for i in range(1, 11)}
+    assert len(record["answer"].split()) <= 75
+    assert [a["answer_id"] for a in record["alignment"]] == ["1", "2", "3"]
+    usage = json.loads((out / "usage.json").read_text())
+    assert usage["lm_calls_per_case"] == 4
+    sub2 = json.loads((out / "submission_subtask_2.json").read_text())
+    assert sub2 == [{"case_id": "901", "prediction": record["evidence_ids"]}]
+
+    # Same config, new folder: every LM call is a DSPy cache hit.
+    again = main(*args[:2], f"hydra.run.dir={tmp_path / 'again'}", *args[3:])
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert json.loads((tmp_path / "again" / "usage.json").read_text())["lm_calls_total"] == 0
+    assert (tmp_path / "again" / "predictions.jsonl").read_text() .splitlines()[0].startswith('{"case_id": "901"')
+
+    # Same folder: the case already in predictions.jsonl is not run again.
+    resumed = main(*args)
+    assert resumed.returncode == 0
+    assert len((out / "predictions.jsonl").read_text().splitlines()) == 1
