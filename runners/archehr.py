@@ -173,7 +173,9 @@ def usage_summary(records: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "lm_calls_per_case": total_calls / n,
         "seconds_per_case": sum(r.get("seconds", 0.0) for r in records.values()) / n,
         "fallbacks": fallbacks,
-        "parse_success_rate": {s: 1 - fallbacks.get(s, 0) / n for s in ROLES},
+        # over the cases where the stage ran (a case without a note runs stage 1 only)
+        "parse_success_rate": {s: 1 - fallbacks.get(s, 0) / runs for s in ROLES
+                               if (runs := sum(1 for r in records.values() if s in (r.get("usage") or {})))},
         "dropped_ids": sum(r.get("dropped_ids") or 0 for r in records.values()),
         "note": "lm_calls counts calls that reached the model; DSPy cache hits report no usage and are not counted",
     }
