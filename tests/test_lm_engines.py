@@ -1,0 +1,90 @@
+"""LM engines without a network: request mapping, error translation; live tests run only when configured."""
+
+import os
+from types import SimpleNamespace
+
+import dspy
+import pytest
+from dspy import lm15
+from dspy.lm15 import Config, Message, Request
+
+from lms.gemini_engine import GeminiEngine, _translate
+from lms.llamacpp_engine import LlamaCppEngine
+
+
+def request(response_format=None):
+    return Request(model="m", messages=(Message.user("hello"),), system="INSTRUCTIONS",
+                   config=Config(max_tokens=50, temperature=0.0, response_format=response_format))
+
+
+class FakeModels:
+    def __init__(self, error=None):
+        self.calls, self.error = [], error
+
+    def generate_content(self, model, contents, config):
+        self.calls.append((model, contents, config))
+        if self.error:
+            raise self.error
+        return SimpleNamespace(text='{"answer": "ok"}', response_id="r1",
+                               usage_metadata=SimpleNamespace(prompt_token_count=7, candidates_token_count=3))
+
+
+def test_gemini_engine_sends_system_instruction_and_json_schema():
+    models = FakeModels()
+    engine = GeminiEngine("gemini-2.5-pro", client=SimpleNamespace(models=models))
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
+    resp = engine.complete(request({"type": "json_schema", "schema": schema}))
+    model, contents, config = models.calls[0]
+    assert model == "gemini-2.5-pro" and contents[0].parts[0].text == "hello"
+    assert config.system_instruction == "INSTRUCTIONS" and config.max_output_tokens == 50
+    assert config.response_mime_type == "application/json" and config.response_json_schema == schema
+    assert resp.message.text == '{"answer": "ok"}' and resp.usage.input_tokens == 7
+
+
+def test_gemini_errors_become_retryable_dspy_errors():
+    from google.genai import errors
+
+    rate = errors.ClientError(429, {"error": {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED"}})
+    assert isinstance(_translate(rate), lm15.RateLimitError)
+    server = errors.ServerError(503, {"error": {"code": 503, "message": "busy", "status": "UNAVAILABLE"}})
+    assert isinstance(_translate(server), lm15.ServerError)
+    auth = errors.ClientError(403, {"error": {"code": 403, "message": "denied", "status": "PERMISSION_DENIED"}})
+    assert isinstance(_translate(auth), lm15.AuthError)
+
+
+def test_llamacpp_message_mapping_and_schema_grammar_format():
+    engine = LlamaCppEngine.__new__(LlamaCppEngine)  # mapping only: no model loaded
+    engine.fold_system = False
+    assert engine._messages(request()) == [{"role": "system", "content": "INSTRUCTIONS"},
+                                           {"role": "user", "content": "hello"}]
+    engine.fold_system = True  # e.g. Gemma: llama.cpp's chat format would drop the system message
+    assert engine._messages(request()) == [{"role": "user", "content": "INSTRUCTIONS\n\nhello"}]
+    schema = {"type": "object"}
+    cfg = request({"type": "json_schema", "schema": schema}).config
+    assert LlamaCppEngine._response_format(cfg) == {"type": "json_object", "schema": schema}
+    assert LlamaCppEngine._response_format(request().config) is None
+
+
+@pytest.mark.skipif(not os.environ.get("GEMINI_API_KEY"), reason="live Gemini test: set GEMINI_API_KEY")
+def test_live_gemini_structured_output():
+    from lms.factory import gemini_lm
+
+    class Capital(dspy.Signature):
+        """Name the capital city."""
+
+        country: str = dspy.InputField()
+        city: str = dspy.OutputField()
+
+    lm = gemini_lm(os.environ.get("GEMINI_MODEL", "gemini-2.5-flash"), cache=False)
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        assert "paris" in dspy.Predict(Capital)(country="France").city.lower()
+
+
+@pytest.mark.skipif(not os.environ.get("OPENAI_COMPATIBLE_API_BASE"),
+                    reason="live server test: set OPENAI_COMPATIBLE_API_BASE (and OPENAI_COMPATIBLE_MODEL)")
+def test_live_openai_compatible_server():
+    from lms.factory import openai_compatible_lm
+
+    lm = openai_compatible_lm(os.environ.get("OPENAI_COMPATIBLE_MODEL", "local-model"),
+                              os.environ["OPENAI_COMPATIBLE_API_BASE"], cache=False, max_tokens=20)
+    assert lm("Say OK.")[0]
