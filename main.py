@@ -13,16 +13,17 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from lms.errors import LMConfigError  # noqa: E402
+from retrieval.passage import RetrievalError  # noqa: E402
 from tasks.archehr.data import ArchEHRDataError  # noqa: E402
 from tasks.archehr.metrics import SubmissionError  # noqa: E402
 
-USER_ERRORS = (LMConfigError, ArchEHRDataError, SubmissionError)
+USER_ERRORS = (LMConfigError, ArchEHRDataError, SubmissionError, RetrievalError)
 log = logging.getLogger("clinprog")
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
-    runner = importlib.import_module(cfg.program.runner)
+    runner = importlib.import_module(cfg.task_runners.get(cfg.task) or cfg.program.runner)
     task = getattr(runner, cfg.task, None)
     if task is None:
         raise SystemExit(f"error: program={cfg.program.name} has no task={cfg.task}")

@@ -7,9 +7,10 @@ invent a score.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from statistics import mean
 from typing import Any
+
+from common.packaged import resolve_model_path
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 
@@ -52,16 +53,6 @@ class BertScoreConfig:
     rescale_with_baseline: bool = False
     batch_size: int = 8
     lang: str | None = "en"
-
-
-def resolve_model_path(spec: str) -> str:
-    """`package:<name>` points at a model shipped inside a PyPI package (offline); anything else is passed on."""
-    if spec.startswith("package:"):
-        import importlib
-
-        module = importlib.import_module(spec.split(":", 1)[1])
-        return str(Path(module.get_model_path()))
-    return spec
 
 
 def bertscore(references: list[str], predictions: list[str], cfg: BertScoreConfig) -> float | Unavailable:

@@ -1,0 +1,262 @@
+"""The embedded (offline, serverless) backend: FAISS dense ANN + bm25s BM25, fused, with text in SQLite.
+
+Layout of an index directory:
+    manifest.json   embedder name and dimension, corpora (hash), counts, index type
+    store.sqlite    chunks(vid, id, doc_id, title, text, source, metadata); vid = row order of the vectors
+    vectors.f32     all chunk vectors, float32, appended in vid order (the source of truth for rebuilds)
+    dense.faiss     exact inner product below `hnsw_threshold` chunks, HNSW above
+    bm25/           the bm25s index over the chunk texts
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from retrieval.corpus import Chunk
+from retrieval.embed import Embedder
+from retrieval.passage import Passage, RetrievalError
+
+SCHEMA = """CREATE TABLE IF NOT EXISTS chunks (
+    vid INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, doc_id TEXT, title TEXT, text TEXT, source TEXT, metadata TEXT)"""
+
+
+def rrf_fuse(rankings: Sequence[Sequence[int]], k: int = 60) -> dict[int, float]:
+    """Reciprocal rank fusion: sum over rankings of 1 / (k + rank), rank from 1."""
+    fused: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, vid in enumerate(ranking, 1):
+            fused[vid] = fused.get(vid, 0.0) + 1.0 / (k + rank)
+    return fused
+
+
+def alpha_fuse(dense: dict[int, float], sparse: dict[int, float], alpha: float) -> dict[int, float]:
+    """alpha * dense + (1 - alpha) * bm25, each min-max normalised over its candidates (as Weaviate's hybrid)."""
+
+    def norm(scores: dict[int, float]) -> dict[int, float]:
+        if not scores:
+            return {}
+        lo, hi = min(scores.values()), max(scores.values())
+        return {k: (v - lo) / (hi - lo) if hi > lo else 1.0 for k, v in scores.items()}
+
+    d, s = norm(dense), norm(sparse)
+    return {vid: alpha * d.get(vid, 0.0) + (1 - alpha) * s.get(vid, 0.0) for vid in set(d) | set(s)}
+
+
+class LocalIndex:
+    def __init__(
+        self,
+        path: str | Path,
+        embedder: Embedder,
+        *,
+        mode: str = "hybrid",                 # hybrid | dense | bm25
+        fusion: str = "rrf",                  # rrf | alpha
+        rrf_k: int = 60,
+        alpha: float = 0.5,
+        candidates: int = 100,                # per retriever, before fusion
+        hnsw_threshold: int = 50_000,
+        hnsw_m: int = 32,
+        ef_construction: int = 128,
+        ef_search: int = 128,
+        bm25_backend: str = "numba",
+        stemmer: str | None = "english",
+    ) -> None:
+        if mode not in ("hybrid", "dense", "bm25") or fusion not in ("rrf", "alpha"):
+            raise RetrievalError(f"retriever: mode must be hybrid|dense|bm25 and fusion rrf|alpha, not {mode}/{fusion}")
+        self.path = Path(path)
+        self.embedder = embedder
+        self.mode, self.fusion, self.rrf_k, self.alpha, self.candidates = mode, fusion, rrf_k, alpha, candidates
+        self.hnsw_threshold, self.hnsw_m = hnsw_threshold, hnsw_m
+        self.ef_construction, self.ef_search = ef_construction, ef_search
+        self.bm25_backend, self.stemmer_name = bm25_backend, stemmer
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        self._dense = None
+        self._bm25 = None
+        self._manifest: dict[str, Any] | None = None
+
+    # ---------------------------------------------------------------- manifest and storage
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / "manifest.json"
+
+    def manifest(self) -> dict[str, Any]:
+        if self._manifest is None:
+            if not self.manifest_path.exists():
+                raise RetrievalError(f"no index at {self.path}: build one with `python main.py task=index corpus=...`")
+            self._manifest = json.loads(self.manifest_path.read_text())
+        return self._manifest
+
+    def check_embedder(self) -> None:
+        m = self.manifest()
+        if m["embedder"] != self.embedder.name or int(m["dim"]) != self.embedder.dim:
+            raise RetrievalError(
+                f"index at {self.path} was built with embedder {m['embedder']} (dim {m['dim']}); this run uses "
+                f"{self.embedder.name} (dim {self.embedder.dim}). Query with the same embedder, or re-index.")
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path / "store.sqlite", check_same_thread=False)
+            self._db.execute(SCHEMA)
+        return self._db
+
+    def count(self) -> int:
+        with self._lock:
+            return int(self._conn().execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+
+    # ---------------------------------------------------------------- ingestion
+    def prepare(self, corpus: str, corpus_hash: str) -> None:
+        """Create or reopen the index for ingestion; refuse to mix embedders."""
+        if self.manifest_path.exists():
+            self.check_embedder()
+        else:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._manifest = {"embedder": self.embedder.name, "dim": self.embedder.dim, "corpora": {}, "count": 0}
+            self._write_manifest()
+        self.manifest()["corpora"][corpus] = corpus_hash
+
+    def existing_ids(self, ids: list[str]) -> set[str]:
+        found: set[str] = set()
+        with self._lock:
+            db = self._conn()
+            for i in range(0, len(ids), 900):  # SQLite's host-parameter limit
+                part = ids[i : i + 900]
+                rows = db.execute(f"SELECT id FROM chunks WHERE id IN ({','.join('?' * len(part))})", part)
+                found.update(r[0] for r in rows)
+        return found
+
+    def add(self, chunks: list[Chunk], vectors: np.ndarray) -> None:
+        if len(chunks) != len(vectors):
+            raise ValueError("one vector per chunk")
+        if not chunks:
+            return
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        with self._lock:
+            db = self._conn()
+            start = int(db.execute("SELECT COALESCE(MAX(vid) + 1, 0) FROM chunks").fetchone()[0])
+            db.executemany("INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?)", [
+                (start + i, c.id, c.doc_id, c.title, c.text, c.source, json.dumps(c.metadata))
+                for i, c in enumerate(chunks)])
+            with (self.path / "vectors.f32").open("ab") as fh:
+                fh.write(vectors.tobytes())
+            db.commit()
+
+    def _write_manifest(self) -> None:
+        self.manifest_path.write_text(json.dumps(self._manifest, indent=2) + "\n")
+
+    def finalize(self) -> dict[str, Any]:
+        """Rebuild the dense and BM25 indexes over everything stored; write the manifest."""
+        import bm25s
+        import faiss
+
+        n, dim = self.count(), int(self.manifest()["dim"])
+        vectors = np.fromfile(self.path / "vectors.f32", dtype=np.float32).reshape(n, dim)
+        start = time.perf_counter()
+        if n > self.hnsw_threshold:
+            dense = faiss.IndexHNSWFlat(dim, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            dense.hnsw.efConstruction = self.ef_construction
+            kind = f"hnsw(M={self.hnsw_m})"
+        else:
+            dense, kind = faiss.IndexFlatIP(dim), "exact"
+        dense.add(vectors)
+        faiss.write_index(dense, str(self.path / "dense.faiss"))
+        dense_seconds = time.perf_counter() - start
+
+        start = time.perf_counter()
+        texts = [f"{t}\n{x}" for t, x in self._conn().execute("SELECT title, text FROM chunks ORDER BY vid")]
+        bm25 = bm25s.BM25(backend=self.bm25_backend)
+        bm25.index(bm25s.tokenize(texts, stopwords="en", stemmer=self._stemmer(), show_progress=False),
+                   show_progress=False)
+        bm25.save(str(self.path / "bm25"))
+        bm25_seconds = time.perf_counter() - start
+
+        self._manifest.update({"count": n, "dense_index": kind, "updated": time.strftime("%Y-%m-%dT%H:%M:%S")})
+        self._write_manifest()
+        self._dense, self._bm25 = dense, bm25
+        return {"count": n, "dense_index": kind, "dense_build_s": dense_seconds, "bm25_build_s": bm25_seconds}
+
+    # ---------------------------------------------------------------- search
+    def _stemmer(self):
+        if not self.stemmer_name:
+            return None
+        import Stemmer
+
+        return Stemmer.Stemmer(self.stemmer_name)
+
+    def _load(self) -> None:
+        if self._dense is not None and self._bm25 is not None:
+            return
+        import bm25s
+        import faiss
+
+        self.check_embedder()
+        with self._lock:
+            if self._dense is None:
+                self._dense = faiss.read_index(str(self.path / "dense.faiss"))
+                if hasattr(self._dense, "hnsw"):
+                    self._dense.hnsw.efSearch = self.ef_search
+            if self._bm25 is None:
+                self._bm25 = bm25s.BM25.load(str(self.path / "bm25"), mmap=True)
+                self._bm25.backend = self.bm25_backend
+
+    def _dense_search(self, qvecs: np.ndarray, k: int) -> list[dict[int, float]]:
+        scores, ids = self._dense.search(qvecs, k)
+        return [{int(i): float(s) for i, s in zip(row_ids, row_scores, strict=True) if i >= 0}
+                for row_ids, row_scores in zip(ids, scores, strict=True)]
+
+    def _bm25_search(self, queries: list[str], k: int) -> list[dict[int, float]]:
+        import bm25s
+
+        n = int(self.manifest()["count"])
+        tokens = bm25s.tokenize(queries, stopwords="en", stemmer=self._stemmer(), show_progress=False)
+        docs, scores = self._bm25.retrieve(tokens, k=min(k, n), show_progress=False, n_threads=1,
+                                           backend_selection=self.bm25_backend)
+        return [{int(d): float(s) for d, s in zip(row_d, row_s, strict=True) if s > 0}
+                for row_d, row_s in zip(docs, scores, strict=True)]
+
+    def _rows(self, vids: list[int]) -> dict[int, tuple]:
+        with self._lock:
+            rows = self._conn().execute(
+                f"SELECT vid, id, doc_id, title, text, source, metadata FROM chunks WHERE vid IN ({','.join('?' * len(vids))})",
+                vids).fetchall()
+        return {r[0]: r for r in rows}
+
+    def search_batch(self, queries: list[str], k: int) -> list[list[Passage]]:
+        if not queries:
+            return []
+        self._load()
+        depth = max(k, self.candidates)
+        dense = self._dense_search(self.embedder.encode_queries(queries), depth) if self.mode != "bm25" else None
+        sparse = self._bm25_search(queries, depth) if self.mode != "dense" else None
+        results = []
+        for qi in range(len(queries)):
+            d = dense[qi] if dense is not None else {}
+            s = sparse[qi] if sparse is not None else {}
+            if self.mode == "dense":
+                fused = d
+            elif self.mode == "bm25":
+                fused = s
+            elif self.fusion == "rrf":
+                fused = rrf_fuse([sorted(d, key=lambda v: -d[v]), sorted(s, key=lambda v: -s[v])], self.rrf_k)
+            else:
+                fused = alpha_fuse(d, s, self.alpha)
+            top = sorted(fused, key=lambda v: -fused[v])[:k]
+            rows = self._rows(top) if top else {}
+            results.append([
+                Passage(id=rows[v][1], text=rows[v][4], title=rows[v][3] or "", source=rows[v][5] or "",
+                        score=float(fused[v]),
+                        metadata={**json.loads(rows[v][6] or "{}"), "doc_id": rows[v][2],
+                                  "dense_score": d.get(v), "bm25_score": s.get(v)})
+                for v in top])
+        return results
+
+    def search(self, query: str, k: int) -> list[Passage]:
+        return self.search_batch([query], k)[0]

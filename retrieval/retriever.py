@@ -1,0 +1,53 @@
+"""The DSPy-facing retrieval module: first-stage search (top k) then optional cross-encoder rerank (top rerank_k)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import dspy
+
+from retrieval.passage import Passage
+from retrieval.rerank import CrossEncoderReranker
+
+
+class Retriever(dspy.Module):
+    """`search(query, k) -> list[Passage]`; as a DSPy module, `forward(query)` returns `Prediction(passages=...)`."""
+
+    def __init__(self, backend: Any, reranker: CrossEncoderReranker | None = None, k: int = 50,
+                 rerank_k: int = 20) -> None:
+        super().__init__()
+        self.backend = backend
+        self.reranker = reranker
+        self.k = k
+        self.rerank_k = rerank_k
+        self.last_timing: dict[str, float] = {}
+
+    def search(self, query: str, k: int | None = None) -> list[Passage]:
+        return self.search_batch([query], k)[0]
+
+    def search_batch(self, queries: list[str], k: int | None = None) -> list[list[Passage]]:
+        start = time.perf_counter()
+        first = self.backend.search_batch(queries, self.k)
+        searched = time.perf_counter()
+        if self.reranker is not None:
+            final_k = k or self.rerank_k
+            out = [self.reranker.rerank(q, ps, final_k) for q, ps in zip(queries, first, strict=True)]
+        else:
+            final_k = k or self.rerank_k
+            out = [ps[:final_k] for ps in first]
+        self.last_timing = {"search_s": searched - start, "rerank_s": time.perf_counter() - searched}
+        return out
+
+    def forward(self, query: str, k: int | None = None) -> dspy.Prediction:
+        return dspy.Prediction(passages=self.search(query, k))
+
+    def as_tool(self, name: str = "search", max_chars: int = 600) -> dspy.Tool:
+        """A `dspy.Tool` for agents (ReAct): returns numbered passages as text."""
+
+        def search(query: str) -> str:
+            """Search the medical corpus and return the most relevant passages."""
+            passages = self.search(query)
+            return "\n\n".join(f"[{i}] ({p.source}) {p.title}\n{p.text[:max_chars]}" for i, p in enumerate(passages, 1))
+
+        return dspy.Tool(search, name=name)
