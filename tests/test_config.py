@@ -11,6 +11,8 @@ from lms import LMConfigError, build_lm, build_role_lms
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
 LM_GROUP = sorted(p.stem for p in (Path(CONF) / "lm").glob("*.yaml"))
 METRICS_GROUP = sorted(p.stem for p in (Path(CONF) / "metrics").glob("*.yaml"))
+RETRIEVAL_GROUPS = [(group, p.stem) for group in ("retriever", "embedder", "reranker", "corpus")
+                    for p in sorted((Path(CONF) / group).glob("*.yaml"))]
 
 
 def compose_cfg(*overrides):
@@ -25,6 +27,21 @@ def test_every_group_composes_and_resolves(lm, metrics):
     OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     assert cfg.lm.client._target_.startswith("lms.factory.")
     assert cfg.program.evidence.strict_threshold == 4 and cfg.program.answer.max_words == 75
+
+
+@pytest.mark.parametrize(("group", "option"), RETRIEVAL_GROUPS)
+def test_retrieval_groups_compose_and_instantiate_lazily(group, option):
+    from hydra.utils import instantiate
+
+    cfg = compose_cfg(f"{group}={option}")
+    OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    if group == "embedder":
+        emb = instantiate(cfg.embedder)  # models load on first use, so hub names compose offline
+        assert emb.model_name == cfg.embedder.model
+    if group == "corpus":
+        from retrieval.corpus import CorpusSpec, resolve_paths
+
+        assert resolve_paths(CorpusSpec(**OmegaConf.to_container(cfg.corpus, resolve=True)))
 
 
 def test_defaults_are_the_offline_embedded_stack():
