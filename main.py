@@ -16,8 +16,9 @@ from lms.errors import LMConfigError  # noqa: E402
 from retrieval.passage import RetrievalError  # noqa: E402
 from tasks.archehr.data import ArchEHRDataError  # noqa: E402
 from tasks.archehr.metrics import SubmissionError  # noqa: E402
+from tasks.mediqa_corr.data import MediqaDataError  # noqa: E402
 
-USER_ERRORS = (LMConfigError, ArchEHRDataError, SubmissionError, RetrievalError)
+USER_ERRORS = (LMConfigError, ArchEHRDataError, SubmissionError, RetrievalError, MediqaDataError)
 log = logging.getLogger("clinprog")
 
 

@@ -50,6 +50,23 @@ def alpha_fuse(dense: dict[int, float], sparse: dict[int, float], alpha: float) 
     return {vid: alpha * d.get(vid, 0.0) + (1 - alpha) * s.get(vid, 0.0) for vid in set(d) | set(s)}
 
 
+def build_dense_index(vectors: np.ndarray, *, hnsw_threshold: int, hnsw_m: int = 32, ef_construction: int = 128,
+                      ef_search: int = 128):
+    """Exact inner product up to `hnsw_threshold` vectors (fast enough, perfect recall), FAISS HNSW above."""
+    import faiss
+
+    n, dim = vectors.shape
+    if n > hnsw_threshold:
+        index = faiss.IndexHNSWFlat(dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = ef_construction
+        index.add(vectors)
+        index.hnsw.efSearch = ef_search
+        return index, f"hnsw(M={hnsw_m})"
+    index = faiss.IndexFlatIP(dim)
+    index.add(vectors)
+    return index, "exact"
+
+
 class LocalIndex:
     def __init__(
         self,
@@ -63,8 +80,8 @@ class LocalIndex:
         candidates: int = 100,                # per retriever, before fusion
         hnsw_threshold: int = 50_000,
         hnsw_m: int = 32,
-        ef_construction: int = 128,
-        ef_search: int = 128,
+        ef_construction: int = 200,
+        ef_search: int = 192,
         bm25_backend: str = "numba",
         stemmer: str | None = "english",
     ) -> None:
@@ -160,13 +177,8 @@ class LocalIndex:
         n, dim = self.count(), int(self.manifest()["dim"])
         vectors = np.fromfile(self.path / "vectors.f32", dtype=np.float32).reshape(n, dim)
         start = time.perf_counter()
-        if n > self.hnsw_threshold:
-            dense = faiss.IndexHNSWFlat(dim, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-            dense.hnsw.efConstruction = self.ef_construction
-            kind = f"hnsw(M={self.hnsw_m})"
-        else:
-            dense, kind = faiss.IndexFlatIP(dim), "exact"
-        dense.add(vectors)
+        dense, kind = build_dense_index(vectors, hnsw_threshold=self.hnsw_threshold, hnsw_m=self.hnsw_m,
+                                        ef_construction=self.ef_construction, ef_search=self.ef_search)
         faiss.write_index(dense, str(self.path / "dense.faiss"))
         dense_seconds = time.perf_counter() - start
 

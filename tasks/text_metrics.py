@@ -57,6 +57,12 @@ class BertScoreConfig:
 
 def bertscore(references: list[str], predictions: list[str], cfg: BertScoreConfig) -> float | Unavailable:
     """Mean BERTScore F1 (0-1) with the configured model; Unavailable when it cannot be loaded here."""
+    scores = bertscore_per_pair(references, predictions, cfg)
+    return scores if isinstance(scores, Unavailable) else sum(scores) / len(scores)
+
+
+def bertscore_per_pair(references: list[str], predictions: list[str], cfg: BertScoreConfig) -> list[float] | Unavailable:
+    """BERTScore F1 of each pair with the configured model; Unavailable when it cannot be loaded here."""
     try:
         import bert_score
 
@@ -69,6 +75,6 @@ def bertscore(references: list[str], predictions: list[str], cfg: BertScoreConfi
             "device": "cpu",
         }
         _, _, f1 = bert_score.score(predictions, references, **kwargs)
-        return float(f1.mean())
+        return [float(x) for x in f1]
     except Exception as exc:  # offline hub access, missing baseline file, ...
         return Unavailable(f"bertscore with {cfg.model_type}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")

@@ -1,0 +1,22 @@
+"""MedFinalParser: restore the note's writing style in the accepted correction."""
+
+from __future__ import annotations
+
+import dspy
+
+from programs.archehr.failures import RECOVERABLE, describe
+from signatures.mediqa_corr import MedFinalParse
+
+
+class MedFinalParser(dspy.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.parse = dspy.Predict(MedFinalParse)
+
+    def forward(self, original_sentence: str, proposed_correction: str) -> dspy.Prediction:
+        try:
+            out = self.parse(original_sentence=original_sentence, proposed_correction=proposed_correction)
+            text = " ".join((out.corrected_sentence or "").split())
+            return dspy.Prediction(corrected_sentence=text or proposed_correction, fallback=None)
+        except RECOVERABLE as exc:
+            return dspy.Prediction(corrected_sentence=proposed_correction, fallback=describe(exc))

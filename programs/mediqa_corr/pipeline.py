@@ -1,0 +1,86 @@
+"""MedReAct'N'MedReFlex: up to M episodes of (MedReAct <= N steps -> MedEval) with MedReFlex between them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import dspy
+
+from programs.archehr.usage import UsageLedger
+from programs.mediqa_corr.evaluate import CRITERIA, MedEval
+from programs.mediqa_corr.final_parser import MedFinalParser
+from programs.mediqa_corr.react import MedReAct
+from programs.mediqa_corr.reflect import MedReFlex
+from tasks.mediqa_corr.data import Note
+from tasks.mediqa_corr.submission import Correction, no_error
+
+ROLES = ("agent", "evaluator", "reflexion", "parser")
+
+
+class MedReActNMedReFlex(dspy.Module):
+    def __init__(
+        self,
+        *,
+        max_steps: int = 4,
+        max_episodes: int = 5,
+        avg_threshold: float = 3.8,
+        min_threshold: float = 3,
+        criteria: dict[str, str] | None = None,
+        review_samples: int = 1,
+        review_temperature: float = 1.0,
+        search: Callable[[str], str] | None = None,
+        role_lms: dict[str, dspy.LM] | None = None,
+    ) -> None:
+        super().__init__()
+        self.max_episodes = max_episodes
+        self.react = MedReAct(max_steps, search)
+        self.evaluator = MedEval(criteria or CRITERIA, review_samples, avg_threshold, min_threshold, review_temperature)
+        self.reflexion = MedReFlex()
+        self.parser = MedFinalParser()
+        self._role_lms = dict(role_lms or {})
+
+    def _lm(self, role: str):
+        lm = self._role_lms.get(role)
+        return dspy.context(lm=lm) if lm is not None else dspy.context()
+
+    def forward(self, note: Note) -> dspy.Prediction:
+        start = time.perf_counter()
+        ledger = UsageLedger()
+        memory: list[str] = []
+        trace = {"react_steps": 0, "searches": 0, "reflexion_turns": 0, "review_scores": [], "parse_failures": 0}
+        result: Correction | None = None
+        outcome = "no_error_after_max_episodes"
+        for _ in range(self.max_episodes):
+            with ledger.stage("agent"), self._lm("agent"):
+                episode = self.react(note, memory).episode
+            trace["react_steps"] += len(episode.steps)
+            trace["searches"] += episode.searches
+            trace["parse_failures"] += episode.parse_failures
+            if episode.no_error:
+                result, outcome = no_error(note.text_id), "agent_no_error"
+                break
+            if episode.proposal is None:
+                feedback = f"No final answer within {self.react.max_steps} steps."
+            else:
+                sid, corrected = episode.proposal
+                with ledger.stage("evaluator"), self._lm("evaluator"):
+                    verdict = self.evaluator(note, sid, corrected)
+                trace["review_scores"].append(verdict.scores)
+                if verdict.accepted:
+                    with ledger.stage("parser"), self._lm("parser"):
+                        parsed = self.parser(note.sentence(sid) or "", corrected)
+                    result, outcome = Correction(note.text_id, 1, sid, parsed.corrected_sentence), "accepted"
+                    break
+                feedback = "Reviewers rejected the answer:\n" + "\n".join(
+                    f"- {r.criterion}: {r.score if r.score is not None else 'unparsable'} ({r.reasoning[:200]})"
+                    for r in verdict.reviews)
+            with ledger.stage("reflexion"), self._lm("reflexion"):
+                memory.append(self.reflexion(note.numbered(), episode.history(), feedback).reflection)
+            trace["reflexion_turns"] += 1
+        if result is None:
+            result = no_error(note.text_id)  # after M failed episodes the parser concludes "no error"
+        usage = ledger.as_dict()
+        return dspy.Prediction(correction=result, outcome=outcome, reflections=memory, usage=usage,
+                               lm_calls=sum(u["lm_calls"] for u in usage.values()),
+                               seconds=time.perf_counter() - start, **trace)

@@ -1,0 +1,21 @@
+"""MedReFlex: after a failed episode, reflect on the history and the reviews; the lesson goes to memory."""
+
+from __future__ import annotations
+
+import dspy
+
+from programs.archehr.failures import RECOVERABLE, describe
+from signatures.mediqa_corr import MedReflect
+
+
+class MedReFlex(dspy.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.reflect = dspy.Predict(MedReflect)
+
+    def forward(self, clinical_text: str, history: str, feedback: str) -> dspy.Prediction:
+        try:
+            out = self.reflect(clinical_text=clinical_text, history=history, feedback=feedback)
+            return dspy.Prediction(reflection=(out.reflection or "").strip() or feedback, fallback=None)
+        except RECOVERABLE as exc:
+            return dspy.Prediction(reflection=f"Previous attempt failed: {feedback}", fallback=describe(exc))

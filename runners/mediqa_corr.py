@@ -1,0 +1,140 @@
+"""`program=mediqa_corr`: run MedReAct'N'MedReFlex over notes; write predictions, the submission and scores."""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+from lms import build_role_lms
+from programs.mediqa_corr import MedReActNMedReFlex
+from programs.mediqa_corr.pipeline import ROLES
+from runners.common import configure_dspy, output_dir, write_json
+from tasks.archehr.submission import PredictionLog
+from tasks.mediqa_corr.data import Note, load_notes
+from tasks.mediqa_corr.metrics import CorrMetricsConfig, score
+from tasks.mediqa_corr.submission import Correction, read_submission, write_submission
+from tasks.text_metrics import BertScoreConfig
+
+log = logging.getLogger(__name__)
+
+
+def build_search(cfg: DictConfig):
+    if not cfg.program.search.enabled:
+        return None
+    from runners.retrieval import build_retriever
+
+    retriever = build_retriever(cfg)
+    retriever.backend.check_embedder()  # a missing index or another embedder fails here, before any note
+    max_chars = int(cfg.program.search.max_chars)
+
+    def search(query: str) -> str:
+        passages = retriever.search(query)
+        return "\n".join(f"[{i}] {p.title}: {p.text[:max_chars]}" for i, p in enumerate(passages, 1))
+
+    return search
+
+
+def build_program(cfg: DictConfig, role_lms=None, search=None) -> MedReActNMedReFlex:
+    p = cfg.program
+    program = MedReActNMedReFlex(
+        max_steps=p.react.max_steps, max_episodes=p.reflexion.max_episodes, avg_threshold=p.eval.avg_threshold,
+        min_threshold=p.eval.min_threshold, criteria=dict(p.eval.criteria), review_samples=p.eval.samples,
+        review_temperature=p.eval.temperature, search=search, role_lms=role_lms)
+    if p.get("compiled"):
+        program.load(p.compiled)
+    return program
+
+
+def record(pred, note: Note) -> dict[str, Any]:
+    c = pred.correction
+    return {"text_id": note.text_id, "case_id": note.text_id, "flag": c.flag, "sentence_id": c.sentence_id,
+            "corrected": c.corrected, "line": c.line(), "outcome": pred.outcome, "react_steps": pred.react_steps,
+            "searches": pred.searches, "reflexion_turns": pred.reflexion_turns, "review_scores": pred.review_scores,
+            "parse_failures": pred.parse_failures, "lm_calls": pred.lm_calls, "usage": pred.usage,
+            "seconds": round(pred.seconds, 3), "reflections": pred.reflections}
+
+
+def metrics_config(cfg: DictConfig) -> CorrMetricsConfig:
+    bs = cfg.metrics.get("bertscore")
+    bert = BertScoreConfig(bs.model_type, bs.num_layers, bs.rescale_with_baseline, lang=bs.lang) if bs else None
+    return CorrMetricsConfig(bertscore=bert, bleurt_checkpoint=cfg.metrics.get("bleurt_checkpoint"))
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+    n = max(len(records), 1)
+    mean = lambda key: sum(r[key] for r in records) / n  # noqa: E731
+    outcomes: dict[str, int] = {}
+    for r in records:
+        outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
+    return {"notes": len(records), "lm_calls_per_note": mean("lm_calls"), "react_steps_per_note": mean("react_steps"),
+            "searches_per_note": mean("searches"), "reflexion_turns_per_note": mean("reflexion_turns"),
+            "seconds_per_note": mean("seconds"), "parse_failures": sum(r["parse_failures"] for r in records),
+            "outcomes": outcomes,
+            "note": "lm_calls counts calls that reached the model; DSPy cache hits are not counted"}
+
+
+def _print(scores: dict[str, Any]) -> None:
+    keys = ("error_flag_accuracy", "error_sentence_accuracy", "R1FC", "R2FC", "RLFC", "BERTC", "BLEURTC", "AggregateC")
+    print(", ".join(f"{k}={scores[k]:.4f}" if scores.get(k) is not None else f"{k}=unavailable" for k in keys))
+    for name, reason in (scores.get("unavailable") or {}).items():
+        print(f"  {name}: {reason}")
+
+
+def run(cfg: DictConfig) -> float | None:
+    notes = load_notes(cfg.data.path, cfg.data.get("limit"))
+    out = output_dir()
+    configure_dspy(cfg)
+    role_lms = build_role_lms(cfg.lm, list(ROLES))
+    program = build_program(cfg, role_lms, build_search(cfg))
+    log_file = PredictionLog(out / "predictions.jsonl")
+    done = log_file.read()
+    todo = [n for n in notes if n.text_id not in done]
+
+    def one(note: Note) -> dict[str, Any]:
+        rec = record(program(note=note), note)
+        log_file.append(rec)
+        return rec
+
+    bar = tqdm(total=len(todo), desc="notes", unit="note", disable=not cfg.progress)
+    threads = int(cfg.lm.get("num_threads", 1))
+    with ThreadPoolExecutor(max(threads, 1)) as pool:
+        for rec in (pool.map(one, todo) if threads > 1 else map(one, todo)):
+            done[rec["text_id"]] = rec
+            bar.update()
+    bar.close()
+    records = [done[n.text_id] for n in notes if n.text_id in done]
+    corrections = [Correction(r["text_id"], r["flag"], r["sentence_id"], r["corrected"]) for r in records]
+    write_submission(corrections, out / "submission.txt")
+    summary = summarize(records)
+    write_json(out / "usage.json", summary)
+    write_json(out / "config.json", OmegaConf.to_container(cfg, resolve=True))
+    scores = None
+    if all(n.has_labels for n in notes):
+        scores = score(notes, {c.text_id: c for c in corrections}, metrics_config(cfg))
+        scores["bertscore_model"] = cfg.metrics.bertscore.model_type if cfg.metrics.get("bertscore") else None
+        write_json(out / "scores.json", scores)
+        _print(scores)
+    print(f"{summary['notes']} notes: {summary['lm_calls_per_note']:.1f} LM calls, {summary['react_steps_per_note']:.1f} "
+          f"ReAct steps, {summary['seconds_per_note']:.1f} s per note; outputs: {out}")
+    return scores["AggregateC"] if scores else None
+
+
+def evaluate(cfg: DictConfig) -> float | None:
+    """task=evaluate: score `data.predictions` (a submission file) against `data.path`, or run then score."""
+    if not cfg.data.get("predictions"):
+        return run(cfg)
+    notes = load_notes(cfg.data.path, cfg.data.get("limit"))
+    start = time.perf_counter()
+    predictions = read_submission(Path(cfg.data.predictions))
+    scores = score(notes, predictions, metrics_config(cfg))
+    scores["bertscore_model"] = cfg.metrics.bertscore.model_type if cfg.metrics.get("bertscore") else None
+    write_json(output_dir() / "scores.json", scores)
+    _print(scores)
+    log.info("scored %d notes in %.1f s", len(notes), time.perf_counter() - start)
+    return scores["AggregateC"]

@@ -1,0 +1,124 @@
+"""Load MEDIQA-CORR / MEDEC CSV files.
+
+Handles both line-ending styles, quoted multi-line cells, all-empty padding rows, float-typed ids (`8.0`), and
+takes sentence ids from the `Sentences` column exactly as given (`"<id> <sentence>"` per line).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+REQUIRED = ("Text ID", "Text", "Sentences")
+LABELS = ("Error Flag", "Error Sentence ID", "Corrected Sentence")
+_LINE = re.compile(r"^\s*(\d+)\s+(.*\S)\s*$")
+
+
+class MediqaDataError(ValueError):
+    """Malformed MEDIQA-CORR input; the message names the file, the row and the column."""
+
+
+@dataclass(frozen=True)
+class Note:
+    text_id: str
+    text: str
+    sentences: tuple[tuple[str, str], ...]        # (sentence id, sentence) as given
+    error_flag: int | None = None
+    error_sentence_id: int | None = None
+    error_sentence: str | None = None
+    corrected_sentence: str | None = None
+    error_type: str | None = None
+
+    @property
+    def sentence_ids(self) -> list[str]:
+        return [sid for sid, _ in self.sentences]
+
+    def sentence(self, sid: str | int) -> str | None:
+        return dict(self.sentences).get(str(sid))
+
+    @property
+    def has_labels(self) -> bool:
+        return self.error_flag is not None
+
+    def numbered(self) -> str:
+        return "\n".join(f"[{sid}] {text}" for sid, text in self.sentences)
+
+
+def _int(value: str, where: str, column: str) -> int:
+    try:
+        return int(float(value))  # "8.0" from padded releases
+    except ValueError:
+        raise MediqaDataError(f"{where}: column {column!r} is not an integer: {value!r}") from None
+
+
+def parse_sentences(cell: str, where: str) -> tuple[tuple[str, str], ...]:
+    out: list[tuple[str, str]] = []
+    for line in cell.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        if not line.strip():
+            continue
+        match = _LINE.match(line)
+        if match:
+            out.append((match.group(1), match.group(2)))
+        elif out:
+            # Lab tables split oddly ("14 Leukocyte count 11,100/mm3" / "Serum"): a line without an id
+            # continues the previous sentence, whose id stays as given.
+            sid, text = out[-1]
+            out[-1] = (sid, f"{text} {line.strip()}")
+        else:
+            raise MediqaDataError(f"{where}: 'Sentences' starts with a line without an id: {line[:80]!r}")
+    if not out:
+        raise MediqaDataError(f"{where}: empty 'Sentences' column")
+    ids = [sid for sid, _ in out]
+    if len(set(ids)) != len(ids):
+        raise MediqaDataError(f"{where}: duplicate sentence ids in 'Sentences'")
+    return tuple(out)
+
+
+def load_notes(path: str | Path, limit: int | None = None) -> list[Note]:
+    path = Path(path)
+    if not path.is_file():
+        raise MediqaDataError(f"{path}: no such file (set data.path=...)")
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as fh:
+            reader = csv.DictReader(fh)
+            columns = reader.fieldnames or []
+            missing = [c for c in REQUIRED if c not in columns]
+            if missing:
+                raise MediqaDataError(f"{path}: missing columns {missing}; found {columns}")
+            labelled = all(c in columns for c in LABELS)
+            notes: list[Note] = []
+            for n, row in enumerate(reader, 2):
+                if not any((v or "").strip() for k, v in row.items() if k is not None):
+                    continue  # all-empty padding row
+                where = f"{path}, row {n}"
+                text_id = (row.get("Text ID") or "").strip()
+                if not text_id:
+                    raise MediqaDataError(f"{where}: empty 'Text ID'")
+                where = f"{path}, row {n} ({text_id})"
+                kwargs = {}
+                if labelled and (row.get("Error Flag") or "").strip():
+                    flag = _int(row["Error Flag"], where, "Error Flag")
+                    if flag not in (0, 1):
+                        raise MediqaDataError(f"{where}: 'Error Flag' must be 0 or 1, not {flag}")
+                    corrected = " ".join((row.get("Corrected Sentence") or "").split())
+                    corrected = None if corrected in ("", "NA") else corrected  # releases write "NA" or leave it empty
+                    kwargs = {
+                        "error_flag": flag,
+                        "error_sentence_id": _int(row.get("Error Sentence ID") or "-1", where, "Error Sentence ID"),
+                        "error_sentence": (row.get("Error Sentence") or "").strip() or None,
+                        "corrected_sentence": corrected,
+                        "error_type": (row.get("Error Type") or "").strip() or None,
+                    }
+                notes.append(Note(text_id, (row.get("Text") or "").strip(), parse_sentences(row["Sentences"], where),
+                                  **kwargs))
+                if limit and len(notes) >= limit:
+                    break
+    except csv.Error as exc:
+        raise MediqaDataError(f"{path}: malformed CSV ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise MediqaDataError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    if not notes:
+        raise MediqaDataError(f"{path}: no notes")
+    return notes

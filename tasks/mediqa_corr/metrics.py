@@ -1,0 +1,133 @@
+"""Metrics equivalent to the official MEDIQA-CORR 2024 script (`mediqa-corr-2024-eval-script-2-all-metrics`).
+
+- Error flag accuracy and error sentence accuracy over the reference texts (a missing prediction is wrong).
+- Corrections: the reference is "NA" when the text has no error; a prediction with flag 0 is "NA".
+  Both "NA" -> 1; exactly one "NA" -> 0; otherwise the metric of the pair. Composite = (sum over text pairs +
+  number of correct NA) / number of texts, for ROUGE-1/2/L F (the `rouge` package, as the official script),
+  BERTScore F1 and BLEURT (both clipped to [0, 1]); AggregateC = the same composite over the per-pair mean of the
+  available metrics.
+- BERTScore: official `microsoft/deberta-xlarge-mnli` rescaled with baseline (needs the hub); offline a configured
+  local model, named in the output. BLEURT: a configured BLEURT checkpoint with the `bleurt` package, else unavailable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tasks.mediqa_corr.data import Note
+from tasks.mediqa_corr.submission import Correction
+from tasks.text_metrics import BertScoreConfig, Unavailable, bertscore_per_pair
+
+
+@dataclass(frozen=True)
+class CorrMetricsConfig:
+    bertscore: BertScoreConfig | None = None
+    bleurt_checkpoint: str | None = None
+
+
+def _clip(x: float) -> float:
+    return max(0.0, min(1.0, x))
+
+
+def accuracy(notes: list[Note], predictions: dict[str, Correction]) -> dict[str, float]:
+    flags = sum(1 for n in notes if n.text_id in predictions and predictions[n.text_id].flag == n.error_flag)
+    sents = sum(1 for n in notes if n.text_id in predictions
+                and predictions[n.text_id].sentence_id == n.error_sentence_id)
+    return {"error_flag_accuracy": flags / len(notes), "error_sentence_accuracy": sents / len(notes)}
+
+
+def nlg_pairs(notes: list[Note], predictions: dict[str, Correction]) -> tuple[list[str], list[str], dict[str, int]]:
+    refs, preds = [], []
+    counters = {"total_texts": 0, "reference_na": 0, "total_system_texts": 0, "system_provided_na": 0,
+                "system_provided_correct_na": 0}
+    for note in notes:
+        counters["total_texts"] += 1
+        ref = note.corrected_sentence if note.error_flag == 1 and note.corrected_sentence else "NA"
+        counters["reference_na"] += ref == "NA"
+        pred = predictions.get(note.text_id)
+        if pred is None:
+            continue
+        counters["total_system_texts"] += 1
+        cand = "NA" if pred.flag == 0 else pred.corrected
+        counters["system_provided_na"] += cand == "NA"
+        if ref == "NA" and cand == "NA":
+            counters["system_provided_correct_na"] += 1
+        elif ref != "NA" and cand != "NA":
+            refs.append(ref)
+            preds.append(cand)
+    return refs, preds, counters
+
+
+def _rouge(refs: list[str], preds: list[str]) -> dict[str, list[float]]:
+    from rouge import Rouge
+
+    out: dict[str, list[float]] = {"rouge-1": [], "rouge-2": [], "rouge-l": []}
+    scorer = Rouge()
+    for ref, pred in zip(refs, preds, strict=True):
+        if not pred.strip() or not ref.strip():  # the `rouge` package raises on an empty hypothesis
+            for key in out:
+                out[key].append(0.0)
+            continue
+        scores = scorer.get_scores([pred], [ref])[0]
+        for key in out:
+            out[key].append(scores[key]["f"])
+    return out
+
+
+def _bleurt(refs: list[str], preds: list[str], checkpoint: str | None) -> list[float] | Unavailable:
+    if not checkpoint:
+        return Unavailable("BLEURT needs a BLEURT-20 checkpoint (metrics.bleurt_checkpoint) and the bleurt package")
+    try:
+        from bleurt import score as bleurt_score
+
+        return [float(s) for s in bleurt_score.BleurtScorer(checkpoint=checkpoint).score(references=refs, candidates=preds)]
+    except Exception as exc:
+        first = str(exc).splitlines()[0][:200] if str(exc) else ""
+        return Unavailable(f"BLEURT with {checkpoint}: {type(exc).__name__}: {first}")
+
+
+def score(notes: list[Note], predictions: dict[str, Correction], cfg: CorrMetricsConfig) -> dict[str, Any]:
+    unlabelled = [n.text_id for n in notes if not n.has_labels]
+    if unlabelled:
+        raise ValueError(f"cannot score: {len(unlabelled)} notes have no ground truth (e.g. {unlabelled[0]})")
+    result: dict[str, Any] = accuracy(notes, predictions)
+    refs, preds, counters = nlg_pairs(notes, predictions)
+    total, correct_na = counters["total_texts"], counters["system_provided_correct_na"]
+    result["counters"] = counters
+    unavailable: dict[str, str] = {}
+    components: list[list[float]] = []
+
+    rouge = _rouge(refs, preds)
+    for key, name in (("rouge-1", "R1FC"), ("rouge-2", "R2FC"), ("rouge-l", "RLFC")):
+        result[name] = (sum(rouge[key]) + correct_na) / total
+    components.append(rouge["rouge-1"])
+
+    if cfg.bertscore is None:
+        result["BERTC"], unavailable["bertscore"] = None, "no BERTScore model configured"
+    elif not preds:
+        result["BERTC"] = correct_na / total
+        components.append([])
+    else:
+        bs = bertscore_per_pair(refs, preds, cfg.bertscore)
+        if isinstance(bs, Unavailable):
+            result["BERTC"], unavailable["bertscore"] = None, bs.reason
+        else:
+            clipped = [_clip(x) for x in bs]
+            result["BERTC"] = (sum(clipped) + correct_na) / total
+            components.append(clipped)
+
+    bl = _bleurt(refs, preds, cfg.bleurt_checkpoint) if preds else []
+    if isinstance(bl, Unavailable):
+        result["BLEURTC"], unavailable["bleurt"] = None, bl.reason
+    else:
+        clipped = [_clip(x) for x in bl]
+        result["BLEURTC"] = (sum(clipped) + correct_na) / total
+        components.append(clipped)
+
+    per_pair = [sum(c[i] for c in components) / len(components) for i in range(len(preds))]
+    result["AggregateC"] = (sum(per_pair) + correct_na) / total
+    result["AggregateC_components"] = ["rouge1"] + [m for m, k in (("bertscore", "BERTC"), ("bleurt", "BLEURTC"))
+                                                    if result.get(k) is not None]
+    result["unavailable"] = unavailable
+    return result
