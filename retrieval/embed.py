@@ -62,7 +62,8 @@ class Embedder:
     @property
     def dim(self) -> int:
         model = self._load()
-        return int(self.truncate_dim or model.get_sentence_embedding_dimension())
+        get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return int(self.truncate_dim or get_dim())
 
     def _encode(self, texts: list[str], prefix: str, show_progress: bool, documents: bool = False) -> np.ndarray:
         model = self._load(documents)

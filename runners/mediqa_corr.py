@@ -31,10 +31,10 @@ def build_search(cfg: DictConfig):
 
     retriever = build_retriever(cfg)
     retriever.backend.check_embedder()  # a missing index or another embedder fails here, before any note
-    max_chars = int(cfg.program.search.max_chars)
+    max_chars, max_passages = int(cfg.program.search.max_chars), int(cfg.program.search.max_passages)
 
     def search(query: str) -> str:
-        passages = retriever.search(query)
+        passages = retriever.search(query)[:max_passages]
         return "\n".join(f"[{i}] {p.title}: {p.text[:max_chars]}" for i, p in enumerate(passages, 1))
 
     return search

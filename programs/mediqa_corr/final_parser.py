@@ -5,6 +5,7 @@ from __future__ import annotations
 import dspy
 
 from programs.archehr.failures import RECOVERABLE, describe
+from signatures.constrained import with_output_schema
 from signatures.mediqa_corr import MedFinalParse
 
 
@@ -15,7 +16,10 @@ class MedFinalParser(dspy.Module):
 
     def forward(self, original_sentence: str, proposed_correction: str) -> dspy.Prediction:
         try:
-            out = self.parse(original_sentence=original_sentence, proposed_correction=proposed_correction)
+            limit = max(200, 2 * len(original_sentence))
+            signature = with_output_schema(self.parse.signature, "corrected_sentence", {"type": "string", "maxLength": limit})
+            out = self.parse(original_sentence=original_sentence, proposed_correction=proposed_correction,
+                             signature=signature)
             text = " ".join((out.corrected_sentence or "").split())
             return dspy.Prediction(corrected_sentence=text or proposed_correction, fallback=None)
         except RECOVERABLE as exc:

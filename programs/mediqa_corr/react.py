@@ -35,6 +35,9 @@ class MedReAct(dspy.Module):
     def forward(self, note: Note, reflections: list[str]) -> dspy.Prediction:
         ids = [int(s) for s in note.sentence_ids]
         signature = with_output_schema(self.step.signature, "sentence_id", {"type": "integer", "enum": [-1, *ids]})
+        # Length bounds keep a small model's JSON short enough to finish within max_tokens.
+        for name, limit in (("observation", 400), ("thought", 400), ("search_query", 160), ("corrected_sentence", 400)):
+            signature = with_output_schema(signature, name, {"type": "string", "maxLength": limit})
         episode = Episode()
         memory = "\n".join(f"- {r}" for r in reflections) or "(none)"
         for n in range(1, self.max_steps + 1):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dspy
 
 from programs.archehr.failures import RECOVERABLE, describe
+from signatures.constrained import with_output_schema
 from signatures.mediqa_corr import MedReflect
 
 
@@ -15,7 +16,8 @@ class MedReFlex(dspy.Module):
 
     def forward(self, clinical_text: str, history: str, feedback: str) -> dspy.Prediction:
         try:
-            out = self.reflect(clinical_text=clinical_text, history=history, feedback=feedback)
+            signature = with_output_schema(self.reflect.signature, "reflection", {"type": "string", "maxLength": 500})
+            out = self.reflect(clinical_text=clinical_text, history=history, feedback=feedback, signature=signature)
             return dspy.Prediction(reflection=(out.reflection or "").strip() or feedback, fallback=None)
         except RECOVERABLE as exc:
             return dspy.Prediction(reflection=f"Previous attempt failed: {feedback}", fallback=describe(exc))

@@ -117,7 +117,11 @@ def score(notes: list[Note], predictions: dict[str, Correction], cfg: CorrMetric
             result["BERTC"] = (sum(clipped) + correct_na) / total
             components.append(clipped)
 
-    bl = _bleurt(refs, preds, cfg.bleurt_checkpoint) if preds else []
+    if not cfg.bleurt_checkpoint:
+        bl: list[float] | Unavailable = Unavailable(
+            "BLEURT needs a BLEURT-20 checkpoint (metrics.bleurt_checkpoint) and the bleurt package")
+    else:
+        bl = _bleurt(refs, preds, cfg.bleurt_checkpoint) if preds else []
     if isinstance(bl, Unavailable):
         result["BLEURTC"], unavailable["bleurt"] = None, bl.reason
     else:
