@@ -169,3 +169,33 @@ def test_weaviate_integration_ingest_and_hybrid_search():
     finally:
         index.client().collections.delete("ClinprogTest")
         index.close()
+
+
+def test_weaviate_code_paths_against_a_recording_client():
+    """Builds the real v4 config objects (validated by the client library) and records what would be sent."""
+    from types import SimpleNamespace
+    from unittest.mock import MagicMock
+
+    from retrieval.weaviate_backend import WeaviateIndex
+
+    client = MagicMock()
+    client.collections.exists.return_value = False
+    col = client.collections.get.return_value
+    col.config.get.return_value = SimpleNamespace(description=json.dumps({"embedder": "hash-bow@64", "dim": 64}))
+    col.data.exists.return_value = False
+    col.batch.failed_objects = []
+    obj = SimpleNamespace(properties={"chunk_id": "tiny:d5#0", "doc_id": "d5", "title": "TB", "text": "isoniazid",
+                                      "source": "TEST", "metadata": "{}"}, metadata=SimpleNamespace(score=0.9))
+    col.query.hybrid.return_value = SimpleNamespace(objects=[obj])
+
+    index = WeaviateIndex(HashEmbedder(), client=client, shards=3, replication_factor=2, alpha=0.3)
+    report = ingest(TINY, index, HashEmbedder(), progress=False)
+    create = client.collections.create.call_args
+    assert create.args[0] == "ClinprogChunks"
+    assert create.kwargs["sharding_config"].desiredCount == 3 and create.kwargs["replication_config"].factor == 2
+    assert [p.name for p in create.kwargs["properties"]] == ["chunk_id", "doc_id", "title", "text", "source", "metadata"]
+    assert report.added == 6 and col.batch.fixed_size.return_value.__enter__.return_value.add_object.call_count == 6
+    hits = index.search("isoniazid", 5)
+    kwargs = col.query.hybrid.call_args.kwargs
+    assert kwargs["alpha"] == 0.3 and kwargs["limit"] == 5 and len(kwargs["vector"]) == 64
+    assert hits[0].id == "tiny:d5#0" and hits[0].score == 0.9
