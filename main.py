@@ -13,12 +13,14 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from lms.errors import LMConfigError  # noqa: E402
+from optimizers.compile import CompiledProgramError  # noqa: E402
 from retrieval.passage import RetrievalError  # noqa: E402
 from tasks.archehr.data import ArchEHRDataError  # noqa: E402
 from tasks.archehr.metrics import SubmissionError  # noqa: E402
 from tasks.mediqa_corr.data import MediqaDataError  # noqa: E402
 
-USER_ERRORS = (LMConfigError, ArchEHRDataError, SubmissionError, RetrievalError, MediqaDataError)
+USER_ERRORS = (LMConfigError, ArchEHRDataError, SubmissionError, RetrievalError, MediqaDataError,
+               CompiledProgramError)
 log = logging.getLogger("clinprog")
 
 

@@ -64,20 +64,28 @@ def pct(xs: list[float], p: float) -> float:
     return sorted(xs)[min(len(xs) - 1, int(p * len(xs)))] * 1e3
 
 
-def bench_local(data, queries, k, args):
+def bench_local(data, queries, k, args) -> list[dict]:
     before = rss_mb()
     start = time.perf_counter()
     index, kind = build_dense_index(data, hnsw_threshold=args.hnsw_threshold, hnsw_m=args.m,
                                     ef_construction=args.ef_construction, ef_search=args.ef_search)
     build = time.perf_counter() - start
-    found, times = [], []
-    for q in queries:
-        t = time.perf_counter()
-        _, ids = index.search(q[None, :], k)
-        times.append(time.perf_counter() - t)
-        found.append([int(i) for i in ids[0]])
-    return {"name": f"clinprog local ({kind}, efSearch {args.ef_search})", "build_s": build,
-            "rss_mb": rss_mb() - before, "times": times, "found": found}
+    rss = rss_mb() - before
+    rows = []
+    for ef in sorted({args.ef_search, *args.ef_sweep}):
+        if hasattr(index, "hnsw"):
+            index.hnsw.efSearch = ef
+        found, times = [], []
+        for q in queries:
+            t = time.perf_counter()
+            _, ids = index.search(q[None, :], k)
+            times.append(time.perf_counter() - t)
+            found.append([int(i) for i in ids[0]])
+        rows.append({"name": f"clinprog local ({kind}, efSearch {ef})", "build_s": build, "rss_mb": rss,
+                     "times": times, "found": found})
+        if not hasattr(index, "hnsw"):
+            break
+    return rows
 
 
 def bench_chroma(data, queries, k):
@@ -115,6 +123,8 @@ def main() -> None:
     ap.add_argument("--ef-construction", type=int, default=200)
     ap.add_argument("--ef-search", type=int, default=192)
     ap.add_argument("--hnsw-threshold", type=int, default=50_000)
+    ap.add_argument("--ef-sweep", type=lambda v: [int(x) for x in v.split(",")], default=[],
+                    help="more efSearch values measured on the same HNSW index, e.g. 128,256,384")
     ap.add_argument("--no-chroma", action="store_true")
     args = ap.parse_args()
 
@@ -127,7 +137,7 @@ def main() -> None:
 
     rows = [{"name": "baseline: exact numpy f32", "build_s": 0.0, "rss_mb": data.nbytes / 2**20,
              "times": exact_times, "found": [list(t) for t in truth]}]
-    rows.append(bench_local(data, queries, args.k, args))
+    rows.extend(bench_local(data, queries, args.k, args))
     gc.collect()
     if not args.no_chroma:
         try:

@@ -62,7 +62,9 @@ def build_program(program_cfg: DictConfig, role_lms: dict[str, dspy.LM] | None =
         role_lms=role_lms,
     )
     if program_cfg.get("compiled"):
-        program.load(program_cfg.compiled)
+        from optimizers.compile import load_compiled
+
+        load_compiled(program, program_cfg.compiled)
     return program
 
 
@@ -244,6 +246,7 @@ def run(cfg: DictConfig) -> float | None:
     has_refs = cfg.data.get("key") or any(c.clinician_question for c in cases)
     if has_refs:
         scores = score_all(records, cases, cfg.data.get("key"), cfg)
+        scores["objective"] = _objective(scores)
         write_json(out / "scores.json", scores)
         print_scores(scores)
     (out / "report.md").write_text(report_markdown(cfg, usage, scores), encoding="utf-8")
@@ -260,6 +263,7 @@ def evaluate(cfg: DictConfig) -> float | None:
     folder = Path(cfg.data.submissions)
     subs = {st: read_submission(folder / name, st) for st, name in SUBMISSION_FILES.items()}
     scores = score_all(None, cases, cfg.data.get("key"), cfg, submissions=subs)
+    scores["objective"] = _objective(scores)
     write_json(output_dir() / "scores.json", scores)
     print_scores(scores)
     return _objective(scores)
@@ -271,3 +275,23 @@ def _objective(scores: dict[str, Any] | None) -> float | None:
         return None
     vals = [s["overall_score"] for s in scores.values() if isinstance(s, dict) and s.get("overall_score") is not None]
     return sum(vals) / len(vals) if vals else None
+
+
+def examples(cases_path: str, key_path: str | None) -> list[dspy.Example]:
+    """Cases as DSPy examples: the case is the input; the key and the reference question are for the metric."""
+    cases = load_cases(cases_path)
+    key = load_key(key_path) if key_path else {}
+    return [dspy.Example(case=c, key=key.get(c.case_id), clinician_question=c.clinician_question).with_inputs("case")
+            for c in cases]
+
+
+def compile(cfg: DictConfig) -> float | None:  # noqa: A001 - the task's name
+    """task=compile: optimize the cascade on data.train, score data.val before/after, save the compiled state."""
+    from runners.compile import compile_program
+
+    configure_dspy(cfg)
+    # One LM for every role while compiling: optimizers deep-copy the program, which must not copy LM engines.
+    dspy.configure(lm=build_role_lms(cfg.lm, ["question"])["question"])
+    trainset = examples(cfg.data.train, cfg.data.get("train_key"))
+    valset = examples(cfg.data.val, cfg.data.get("val_key"))
+    return compile_program(cfg, build_program(cfg.program), trainset, valset)

@@ -47,7 +47,9 @@ def build_program(cfg: DictConfig, role_lms=None, search=None) -> MedReActNMedRe
         min_threshold=p.eval.min_threshold, criteria=dict(p.eval.criteria), review_samples=p.eval.samples,
         review_temperature=p.eval.temperature, search=search, role_lms=role_lms)
     if p.get("compiled"):
-        program.load(p.compiled)
+        from optimizers.compile import load_compiled
+
+        load_compiled(program, p.compiled)
     return program
 
 
@@ -118,6 +120,7 @@ def run(cfg: DictConfig) -> float | None:
     if all(n.has_labels for n in notes):
         scores = score(notes, {c.text_id: c for c in corrections}, metrics_config(cfg))
         scores["bertscore_model"] = cfg.metrics.bertscore.model_type if cfg.metrics.get("bertscore") else None
+        scores["objective"] = scores["AggregateC"]
         write_json(out / "scores.json", scores)
         _print(scores)
     print(f"{summary['notes']} notes: {summary['lm_calls_per_note']:.1f} LM calls, {summary['react_steps_per_note']:.1f} "
@@ -138,3 +141,18 @@ def evaluate(cfg: DictConfig) -> float | None:
     _print(scores)
     log.info("scored %d notes in %.1f s", len(notes), time.perf_counter() - start)
     return scores["AggregateC"]
+
+
+def compile(cfg: DictConfig) -> float | None:  # noqa: A001 - the task's name
+    """task=compile: optimize on data.train (the 100-note training sample), score data.val before/after, save."""
+    import dspy
+
+    from runners.compile import compile_program
+
+    configure_dspy(cfg)
+    dspy.configure(lm=build_role_lms(cfg.lm, ["agent"])["agent"])  # one LM for every role while compiling
+    train = load_notes(cfg.data.train, cfg.data.get("train_limit"))
+    val = load_notes(cfg.data.val, cfg.data.get("val_limit"))
+    trainset = [dspy.Example(note=n).with_inputs("note") for n in train]
+    valset = [dspy.Example(note=n).with_inputs("note") for n in val]
+    return compile_program(cfg, build_program(cfg, None, build_search(cfg)), trainset, valset)
