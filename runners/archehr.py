@@ -60,6 +60,9 @@ def build_program(program_cfg: DictConfig, role_lms: dict[str, dspy.LM] | None =
         anchor=program_cfg.evidence.anchor,
         question_demos=load_question_demos(program_cfg.question.demos_path, list(program_cfg.question.demo_ids or [])),
         role_lms=role_lms,
+        stages=dict(program_cfg.get("stages") or {}),
+        fallback=program_cfg.get("fallback", "seed"),
+        offline=OmegaConf.to_container(program_cfg.offline, resolve=True) if program_cfg.get("offline") else None,
     )
     if program_cfg.get("compiled"):
         from optimizers.compile import load_compiled
@@ -188,7 +191,8 @@ def _fmt(v: Any) -> str:
 
 
 def report_markdown(cfg: DictConfig, usage: dict[str, Any], scores: dict[str, Any] | None) -> str:
-    lines = [f"# clinprog run: program={cfg.program.name}, lm={cfg.lm.client.model}", "",
+    stages = dict(cfg.program.get("stages") or {})
+    lines = [f"# clinprog run: program={cfg.program.name}, lm={cfg.lm.client.model}, stages={stages}", "",
              f"- cases: {usage['cases']}", f"- LM calls per case: {usage['lm_calls_per_case']:.2f}",
              f"- seconds per case: {usage['seconds_per_case']:.2f}", f"- fallbacks: {usage['fallbacks'] or 'none'}",
              f"- unknown ids dropped: {usage['dropped_ids']}", "", "## Stages", "",
@@ -235,7 +239,9 @@ def run(cfg: DictConfig) -> float | None:
     cases = _load(cfg)
     out = output_dir()
     configure_dspy(cfg)
-    role_lms = build_role_lms(cfg.lm, list(ROLES))  # a missing key / dead server fails here, before any case
+    lm_roles = [r for r in ROLES if (cfg.program.get("stages") or {}).get(r, "lm") == "lm"]
+    # A missing key / dead server fails here, before any case; an all-offline program needs no LM at all.
+    role_lms = build_role_lms(cfg.lm, lm_roles) if lm_roles else {}
     program = build_program(cfg.program, role_lms)
     records = run_cases(program, cases, PredictionLog(out / "predictions.jsonl"),
                         num_threads=int(cfg.lm.get("num_threads", 1)), progress=cfg.progress)

