@@ -105,9 +105,19 @@ def plot(rows: list[dict[str, Any]], varying: list[str], metric: str, out: Path)
         plt.close(fig)
         made.append(path)
     for p in numeric[:1] if len(numeric) == 1 else []:
-        pts = sorted((r[p], r[metric]) for r in rows if r.get(metric) is not None)
-        fig, ax = plt.subplots(figsize=(5, 3.5))
-        ax.plot([a for a, _ in pts], [b for _, b in pts], marker="o")
+        # one line per combination of the other (non-numeric) swept values
+        others = [v for v in varying if v != p]
+        series: dict[str, list[tuple[float, float]]] = {}
+        for r in rows:
+            if r.get(metric) is not None:
+                label = ", ".join(f"{o}={r.get(o)}" for o in others) or metric
+                series.setdefault(label, []).append((r[p], r[metric]))
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for label, pts in series.items():
+            pts.sort()
+            ax.plot([a for a, _ in pts], [b for _, b in pts], marker="o", label=label)
+        if len(series) > 1:
+            ax.legend(fontsize=7)
         ax.set_xlabel(p)
         ax.set_ylabel(metric)
         path = out / f"sweep_{p.replace('.', '_')}.png"
