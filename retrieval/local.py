@@ -74,7 +74,7 @@ class LocalIndex:
         embedder: Embedder,
         *,
         mode: str = "hybrid",                 # hybrid | dense | bm25
-        fusion: str = "rrf",                  # rrf | alpha
+        fusion: str = "alpha",                # alpha | rrf
         rrf_k: int = 60,
         alpha: float = 0.5,
         candidates: int = 100,                # per retriever, before fusion
