@@ -74,11 +74,16 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     outcomes: dict[str, int] = {}
     for r in records:
         outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
-    return {"notes": len(records), "lm_calls_per_note": mean("lm_calls"), "react_steps_per_note": mean("react_steps"),
+    # Every LM request the loop makes (cache hits included): steps + reviews + reflexions + the final parse.
+    requests = [r["react_steps"] + sum(len(s) for s in r["review_scores"]) + r["reflexion_turns"]
+                + (r["outcome"] == "accepted") for r in records]
+    return {"notes": len(records), "lm_requests_per_note": sum(requests) / n,
+            "lm_calls_per_note": mean("lm_calls"), "react_steps_per_note": mean("react_steps"),
             "searches_per_note": mean("searches"), "reflexion_turns_per_note": mean("reflexion_turns"),
             "seconds_per_note": mean("seconds"), "parse_failures": sum(r["parse_failures"] for r in records),
             "outcomes": outcomes,
-            "note": "lm_calls counts calls that reached the model; DSPy cache hits are not counted"}
+            "note": "lm_requests counts every request of the loop; lm_calls only those that reached the model "
+                    "(DSPy cache hits are not calls)"}
 
 
 def _print(scores: dict[str, Any]) -> None:
