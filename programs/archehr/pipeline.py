@@ -72,17 +72,22 @@ class ArchEHRCascade(dspy.Module):
         lm = self._role_lms.get(role)
         return dspy.context(lm=lm) if lm is not None else dspy.context()
 
+    def _stage(self, name: str, ledger: UsageLedger, fallbacks: dict[str, str], *args) -> dspy.Prediction:
+        """Run one stage under its role's LM, timed; on a recorded failure use its offline module if configured."""
+        with ledger.stage(name), self._lm_context(name):
+            out = getattr(self, name)(*args)
+            if out.fallback and name in self._offline:
+                fallbacks[name] = out.fallback + " -> offline stage"
+                out = self._offline[name](*args)
+        if out.fallback:
+            fallbacks[name] = out.fallback
+        return out
+
     def forward(self, case: Case) -> dspy.Prediction:
         ledger = UsageLedger()
         fallbacks: dict[str, str] = {}
 
-        with ledger.stage("question"), self._lm_context("question"):
-            q = self.question(case.patient_narrative, " ".join(case.patient_question_phrases))
-            if q.fallback and "question" in self._offline:
-                fallbacks["question"] = q.fallback + " -> offline stage"
-                q = self._offline["question"](case.patient_narrative, " ".join(case.patient_question_phrases))
-        if q.fallback:
-            fallbacks["question"] = q.fallback
+        q = self._stage("question", ledger, fallbacks, case.patient_narrative, " ".join(case.patient_question_phrases))
         pred = {"case_id": case.case_id, "clinician_question": q.clinician_question}
 
         if not case.sentences:  # e.g. the 2026 Subtask-1 test release: narratives only
@@ -93,23 +98,11 @@ class ArchEHRCascade(dspy.Module):
         anchor = {"clinician_question": q.clinician_question, "patient_narrative": case.patient_narrative,
                   "both": f"{q.clinician_question} {case.patient_narrative}"}[self.anchor]
         sentences = list(case.sentences)
-        with ledger.stage("evidence"), self._lm_context("evidence"):
-            ev = self.evidence(anchor, sentences)
-            if ev.fallback and "evidence" in self._offline:
-                fallbacks["evidence"] = ev.fallback + " -> offline stage"
-                ev = self._offline["evidence"](anchor, sentences)
-        if ev.fallback:
-            fallbacks["evidence"] = ev.fallback
+        ev = self._stage("evidence", ledger, fallbacks, anchor, sentences)
         by_id = {s.id: s for s in sentences}
         evidence = [by_id[i] for i in ev.evidence_ids]
 
-        with ledger.stage("answer"), self._lm_context("answer"):
-            ans = self.answer(q.clinician_question, evidence, case.note_text)
-            if ans.fallback and "answer" in self._offline:
-                fallbacks["answer"] = ans.fallback + " -> offline stage"
-                ans = self._offline["answer"](q.clinician_question, evidence, case.note_text)
-        if ans.fallback:
-            fallbacks["answer"] = ans.fallback
+        ans = self._stage("answer", ledger, fallbacks, q.clinician_question, evidence, case.note_text)
 
         # Subtask 4 aligns the reference answer sentences when the input provides them; else our own answer.
         if case.answer_sentences:
@@ -117,13 +110,7 @@ class ArchEHRCascade(dspy.Module):
         else:
             alignment_source = "generated"
             answer_sentences = [AnswerSentence(str(i), t) for i, t in enumerate(split_sentences(ans.answer), 1)]
-        with ledger.stage("alignment"), self._lm_context("alignment"):
-            al = self.alignment(answer_sentences, sentences)
-            if al.fallback and "alignment" in self._offline:
-                fallbacks["alignment"] = al.fallback + " -> offline stage"
-                al = self._offline["alignment"](answer_sentences, sentences)
-        if al.fallback:
-            fallbacks["alignment"] = al.fallback
+        al = self._stage("alignment", ledger, fallbacks, answer_sentences, sentences)
 
         return dspy.Prediction(
             **pred, evidence_ids=ev.evidence_ids, scores=ev.scores, selection=ev.selection, answer=ans.answer,
