@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import dspy
 from omegaconf import DictConfig, OmegaConf
-from tqdm import tqdm
 
 from lms import build_role_lms
 from programs.archehr import ArchEHRCascade
 from programs.archehr.pipeline import ROLES
-from runners.common import configure_dspy, output_dir, write_json
+from runners.common import bertscore_config, configure_dspy, output_dir, run_resumable, write_json
 from tasks.archehr.data import Case, load_cases, load_key
 from tasks.archehr.metrics import (
     MetricsConfig,
@@ -25,9 +22,6 @@ from tasks.archehr.metrics import (
     score_subtask4,
 )
 from tasks.archehr.submission import SUBMISSION_FILES, PredictionLog, read_submission, write_submissions
-from tasks.text_metrics import BertScoreConfig
-
-log = logging.getLogger(__name__)
 
 
 def load_question_demos(path: str | None, ids: list[str]) -> list[dspy.Example]:
@@ -82,39 +76,17 @@ def record_from_prediction(pred: dspy.Prediction, seconds: float) -> dict[str, A
 def run_cases(program: ArchEHRCascade, cases: list[Case], log_file: PredictionLog, *, num_threads: int = 1,
               progress: bool = True) -> dict[str, dict[str, Any]]:
     """Run every case not yet in `log_file`; each record is appended as soon as its case finishes."""
-    done = log_file.read()
-    todo = [c for c in cases if c.case_id not in done]
-    if done:
-        log.info("resuming: %d cases already in %s, %d to run", len(cases) - len(todo), log_file.path, len(todo))
 
     def one(case: Case) -> dict[str, Any]:
         start = time.perf_counter()
-        record = record_from_prediction(program(case=case), time.perf_counter() - start)
-        log_file.append(record)
-        return record
+        return record_from_prediction(program(case=case), time.perf_counter() - start)
 
-    bar = tqdm(total=len(todo), desc="cases", unit="case", disable=not progress)
-    if num_threads > 1:
-        with ThreadPoolExecutor(num_threads) as pool:
-            for record in pool.map(one, todo):
-                done[record["case_id"]] = record
-                bar.update()
-    else:
-        for case in todo:
-            record = one(case)
-            done[record["case_id"]] = record
-            bar.update()
-    bar.close()
-    return {c.case_id: done[c.case_id] for c in cases if c.case_id in done}
+    return run_resumable(cases, lambda c: c.case_id, one, log_file, num_threads=num_threads, progress=progress,
+                         unit="case")
 
 
 def metrics_config(cfg: DictConfig) -> MetricsConfig:
-    bs = cfg.metrics.get("bertscore")
-    bert = None
-    if bs:
-        bert = BertScoreConfig(model_type=bs.model_type, num_layers=bs.num_layers,
-                               rescale_with_baseline=bs.rescale_with_baseline, lang=bs.lang)
-    return MetricsConfig(bertscore=bert)
+    return MetricsConfig(bertscore=bertscore_config(cfg))
 
 
 def score_all(records: dict[str, dict[str, Any]] | None, cases: list[Case], key_path: str | None,

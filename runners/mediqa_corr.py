@@ -4,22 +4,19 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
-from tqdm import tqdm
 
 from lms import build_role_lms
 from programs.mediqa_corr import MedReActNMedReFlex
 from programs.mediqa_corr.pipeline import ROLES
-from runners.common import configure_dspy, output_dir, write_json
+from runners.common import bertscore_config, configure_dspy, output_dir, run_resumable, write_json
 from tasks.archehr.submission import PredictionLog
 from tasks.mediqa_corr.data import Note, load_notes
 from tasks.mediqa_corr.metrics import CorrMetricsConfig, score
 from tasks.mediqa_corr.submission import Correction, read_submission, write_submission
-from tasks.text_metrics import BertScoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +60,17 @@ def record(pred, note: Note) -> dict[str, Any]:
 
 
 def metrics_config(cfg: DictConfig) -> CorrMetricsConfig:
-    bs = cfg.metrics.get("bertscore")
-    bert = BertScoreConfig(bs.model_type, bs.num_layers, bs.rescale_with_baseline, lang=bs.lang) if bs else None
-    return CorrMetricsConfig(bertscore=bert, bleurt_checkpoint=cfg.metrics.get("bleurt_checkpoint"))
+    return CorrMetricsConfig(bertscore=bertscore_config(cfg), bleurt_checkpoint=cfg.metrics.get("bleurt_checkpoint"))
+
+
+def _score(cfg: DictConfig, notes: list[Note], predictions: dict[str, Correction]) -> dict[str, Any]:
+    """Score, name the BERTScore model, write scores.json into the run folder and print."""
+    scores = score(notes, predictions, metrics_config(cfg))
+    scores["bertscore_model"] = cfg.metrics.bertscore.model_type if cfg.metrics.get("bertscore") else None
+    scores["objective"] = scores["AggregateC"]
+    write_json(output_dir() / "scores.json", scores)
+    _print(scores)
+    return scores
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -99,23 +104,10 @@ def run(cfg: DictConfig) -> float | None:
     configure_dspy(cfg)
     role_lms = build_role_lms(cfg.lm, list(ROLES))
     program = build_program(cfg, role_lms, build_search(cfg))
-    log_file = PredictionLog(out / "predictions.jsonl")
-    done = log_file.read()
-    todo = [n for n in notes if n.text_id not in done]
-
-    def one(note: Note) -> dict[str, Any]:
-        rec = record(program(note=note), note)
-        log_file.append(rec)
-        return rec
-
-    bar = tqdm(total=len(todo), desc="notes", unit="note", disable=not cfg.progress)
-    threads = int(cfg.lm.get("num_threads", 1))
-    with ThreadPoolExecutor(max(threads, 1)) as pool:
-        for rec in (pool.map(one, todo) if threads > 1 else map(one, todo)):
-            done[rec["text_id"]] = rec
-            bar.update()
-    bar.close()
-    records = [done[n.text_id] for n in notes if n.text_id in done]
+    done = run_resumable(notes, lambda n: n.text_id, lambda n: record(program(note=n), n),
+                         PredictionLog(out / "predictions.jsonl"), num_threads=int(cfg.lm.get("num_threads", 1)),
+                         progress=cfg.progress, unit="note")
+    records = list(done.values())
     corrections = [Correction(r["text_id"], r["flag"], r["sentence_id"], r["corrected"]) for r in records]
     write_submission(corrections, out / "submission.txt")
     summary = summarize(records)
@@ -123,11 +115,7 @@ def run(cfg: DictConfig) -> float | None:
     write_json(out / "config.json", OmegaConf.to_container(cfg, resolve=True))
     scores = None
     if all(n.has_labels for n in notes):
-        scores = score(notes, {c.text_id: c for c in corrections}, metrics_config(cfg))
-        scores["bertscore_model"] = cfg.metrics.bertscore.model_type if cfg.metrics.get("bertscore") else None
-        scores["objective"] = scores["AggregateC"]
-        write_json(out / "scores.json", scores)
-        _print(scores)
+        scores = _score(cfg, notes, {c.text_id: c for c in corrections})
     print(f"{summary['notes']} notes: {summary['lm_calls_per_note']:.1f} LM calls, {summary['react_steps_per_note']:.1f} "
           f"ReAct steps, {summary['seconds_per_note']:.1f} s per note; outputs: {out}")
     return scores["AggregateC"] if scores else None
@@ -139,11 +127,7 @@ def evaluate(cfg: DictConfig) -> float | None:
         return run(cfg)
     notes = load_notes(cfg.data.path, cfg.data.get("limit"))
     start = time.perf_counter()
-    predictions = read_submission(Path(cfg.data.predictions))
-    scores = score(notes, predictions, metrics_config(cfg))
-    scores["bertscore_model"] = cfg.metrics.bertscore.model_type if cfg.metrics.get("bertscore") else None
-    write_json(output_dir() / "scores.json", scores)
-    _print(scores)
+    scores = _score(cfg, notes, read_submission(Path(cfg.data.predictions)))
     log.info("scored %d notes in %.1f s", len(notes), time.perf_counter() - start)
     return scores["AggregateC"]
 

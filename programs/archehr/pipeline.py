@@ -68,13 +68,9 @@ class ArchEHRCascade(dspy.Module):
         # LMs are runtime resources, not program state: kept out of save()/load().
         self._role_lms = dict(role_lms or {})
 
-    def _lm_context(self, role: str):
-        lm = self._role_lms.get(role)
-        return dspy.context(lm=lm) if lm is not None else dspy.context()
-
     def _stage(self, name: str, ledger: UsageLedger, fallbacks: dict[str, str], *args) -> dspy.Prediction:
         """Run one stage under its role's LM, timed; on a recorded failure use its offline module if configured."""
-        with ledger.stage(name), self._lm_context(name):
+        with ledger.stage(name, self._role_lms.get(name)):
             out = getattr(self, name)(*args)
             if out.fallback and name in self._offline:
                 fallbacks[name] = out.fallback + " -> offline stage"

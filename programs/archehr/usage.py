@@ -1,4 +1,7 @@
-"""Per-stage accounting: seconds, real LM calls and tokens (cache hits report no usage and are not calls)."""
+"""Per-stage accounting: seconds, real LM calls and tokens (cache hits report no usage and are not calls).
+
+A stage can also run under its own LM (an LM per role, STORM-style): `ledger.stage(name, lm)`.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import dspy
 from dspy.utils.usage_tracker import track_usage
 
 
@@ -17,22 +21,17 @@ class StageUsage:
     input_tokens: int = 0
     output_tokens: int = 0
 
-    def add(self, other: StageUsage) -> None:
-        self.seconds += other.seconds
-        self.lm_calls += other.lm_calls
-        self.input_tokens += other.input_tokens
-        self.output_tokens += other.output_tokens
-
 
 @dataclass
 class UsageLedger:
     stages: dict[str, StageUsage] = field(default_factory=dict)
 
     @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
+    def stage(self, name: str, lm: dspy.LM | None = None) -> Iterator[None]:
+        """Time and count the LM usage of one stage; with `lm`, the stage runs under that LM."""
         usage = self.stages.setdefault(name, StageUsage())
         start = time.perf_counter()
-        with track_usage() as tracker:
+        with track_usage() as tracker, (dspy.context(lm=lm) if lm is not None else dspy.context()):
             try:
                 yield
             finally:

@@ -40,10 +40,6 @@ class MedReActNMedReFlex(dspy.Module):
         self.parser = MedFinalParser()
         self._role_lms = dict(role_lms or {})
 
-    def _lm(self, role: str):
-        lm = self._role_lms.get(role)
-        return dspy.context(lm=lm) if lm is not None else dspy.context()
-
     def forward(self, note: Note) -> dspy.Prediction:
         start = time.perf_counter()
         ledger = UsageLedger()
@@ -52,7 +48,7 @@ class MedReActNMedReFlex(dspy.Module):
         result: Correction | None = None
         outcome = "no_error_after_max_episodes"
         for _ in range(self.max_episodes):
-            with ledger.stage("agent"), self._lm("agent"):
+            with ledger.stage("agent", self._role_lms.get("agent")):
                 episode = self.react(note, memory).episode
             trace["react_steps"] += len(episode.steps)
             trace["searches"] += episode.searches
@@ -64,18 +60,18 @@ class MedReActNMedReFlex(dspy.Module):
                 feedback = f"No final answer within {self.react.max_steps} steps."
             else:
                 sid, corrected = episode.proposal
-                with ledger.stage("evaluator"), self._lm("evaluator"):
+                with ledger.stage("evaluator", self._role_lms.get("evaluator")):
                     verdict = self.evaluator(note, sid, corrected)
                 trace["review_scores"].append(verdict.scores)
                 if verdict.accepted:
-                    with ledger.stage("parser"), self._lm("parser"):
+                    with ledger.stage("parser", self._role_lms.get("parser")):
                         parsed = self.parser(note.sentence(sid) or "", corrected)
                     result, outcome = Correction(note.text_id, 1, sid, parsed.corrected_sentence), "accepted"
                     break
                 feedback = "Reviewers rejected the answer:\n" + "\n".join(
                     f"- {r.criterion}: {r.score if r.score is not None else 'unparsable'} ({r.reasoning[:200]})"
                     for r in verdict.reviews)
-            with ledger.stage("reflexion"), self._lm("reflexion"):
+            with ledger.stage("reflexion", self._role_lms.get("reflexion")):
                 memory.append(self.reflexion(note.numbered(), episode.history(), feedback).reflection)
             trace["reflexion_turns"] += 1
         if result is None:
