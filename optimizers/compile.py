@@ -11,10 +11,12 @@ from typing import Any
 
 import dspy
 
+from common.errors import ClinprogError
+
 METADATA_SUFFIX = ".meta.json"
 
 
-class CompiledProgramError(ValueError):
+class CompiledProgramError(ClinprogError, ValueError):
     """A saved program that does not fit the program it is loaded into."""
 
 

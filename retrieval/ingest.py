@@ -13,6 +13,13 @@ from retrieval.corpus import Chunk, CorpusSpec, corpus_hash, iter_chunks, resolv
 from retrieval.embed import Embedder
 
 
+class SearchBackend(Protocol):
+    """What `Retriever` needs from a backend (local FAISS+BM25, Weaviate)."""
+
+    def search_batch(self, queries: list[str], k: int) -> list[list[Any]]: ...
+    def check_embedder(self) -> None: ...
+
+
 class IngestBackend(Protocol):
     def prepare(self, corpus: str, corpus_hash: str) -> None: ...
     def existing_ids(self, ids: list[str]) -> set[str]: ...

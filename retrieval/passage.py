@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from common.errors import ClinprogError
 
-class RetrievalError(RuntimeError):
+
+class RetrievalError(ClinprogError, RuntimeError):
     """A retrieval setup problem (unreachable server, embedder mismatch, missing index): one clear line."""
 
 

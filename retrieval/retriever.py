@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import dspy
 
+from retrieval.ingest import SearchBackend
 from retrieval.passage import Passage
 from retrieval.rerank import CrossEncoderReranker
 
@@ -14,7 +14,7 @@ from retrieval.rerank import CrossEncoderReranker
 class Retriever(dspy.Module):
     """`search(query, k) -> list[Passage]`; as a DSPy module, `forward(query)` returns `Prediction(passages=...)`."""
 
-    def __init__(self, backend: Any, reranker: CrossEncoderReranker | None = None, k: int = 50,
+    def __init__(self, backend: SearchBackend, reranker: CrossEncoderReranker | None = None, k: int = 50,
                  rerank_k: int = 20) -> None:
         super().__init__()
         self.backend = backend
@@ -42,12 +42,20 @@ class Retriever(dspy.Module):
     def forward(self, query: str, k: int | None = None) -> dspy.Prediction:
         return dspy.Prediction(passages=self.search(query, k))
 
-    def as_tool(self, name: str = "search", max_chars: int = 600) -> dspy.Tool:
-        """A `dspy.Tool` for agents (ReAct): returns numbered passages as text."""
+    def check(self) -> None:
+        """Fail now, with one line, when the index is missing or was built with another embedder."""
+        self.backend.check_embedder()
+
+    def as_tool(self, name: str = "search", max_chars: int = 600, max_passages: int | None = None) -> dspy.Tool:
+        """A `dspy.Tool` for agents (ReAct): the top `max_passages` passages as numbered text."""
 
         def search(query: str) -> str:
             """Search the medical corpus and return the most relevant passages."""
-            passages = self.search(query)
-            return "\n\n".join(f"[{i}] ({p.source}) {p.title}\n{p.text[:max_chars]}" for i, p in enumerate(passages, 1))
+            return format_passages(self.search(query)[:max_passages], max_chars)
 
         return dspy.Tool(search, name=name)
+
+
+def format_passages(passages: list[Passage], max_chars: int) -> str:
+    """Numbered passages as an agent reads them: `[i] (source) title` then the first `max_chars` of the text."""
+    return "\n\n".join(f"[{i}] ({p.source}) {p.title}\n{p.text[:max_chars]}" for i, p in enumerate(passages, 1))

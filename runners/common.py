@@ -1,12 +1,13 @@
-"""Shared runner plumbing: DSPy settings from config, the output folder, JSON writing."""
+"""Shared runner plumbing: DSPy settings from config, the output folder, JSON writing, the resumable item loop."""
 
 from __future__ import annotations
 
 import json
 import logging
 import math
+import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -14,8 +15,8 @@ import dspy
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from tasks.archehr.submission import PredictionLog
-from tasks.text_metrics import BertScoreConfig
+from common.errors import ConfigError
+from common.prediction_log import PredictionLog
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -28,9 +29,8 @@ def configure_dspy(cfg: DictConfig) -> None:
     adapters = {"json": ConstrainedJSONAdapter, "chat": dspy.ChatAdapter}
     name = cfg.lm.get("adapter", "json")
     if name not in adapters:
-        raise ValueError(f"lm.adapter must be one of {sorted(adapters)}, not {name!r}")
-    adapter = adapters[name]()
-    dspy.configure(adapter=adapter, track_usage=False)
+        raise ConfigError(f"lm.adapter must be one of {sorted(adapters)}, not {name!r}")
+    dspy.configure(adapter=adapters[name](), track_usage=False)
 
 
 def output_dir() -> Path:
@@ -55,22 +55,26 @@ def _clean(value: Any) -> Any:
 
 
 def write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(_clean(data), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    """Write-then-rename: a reader (or a crash) never sees half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(_clean(data), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
 
 
-def bertscore_config(cfg: DictConfig) -> BertScoreConfig | None:
-    bs = cfg.metrics.get("bertscore")
-    if not bs:
-        return None
-    return BertScoreConfig(model_type=bs.model_type, num_layers=bs.num_layers,
-                           rescale_with_baseline=bs.rescale_with_baseline, lang=bs.lang)
+class Interrupted(Exception):
+    """Ctrl-C during a run: the records finished so far are saved."""
+
+    def __init__(self, saved: int) -> None:
+        super().__init__(saved)
+        self.saved = saved
 
 
 def run_resumable(items: Sequence[T], key: Callable[[T], str], run_one: Callable[[T], dict[str, Any]],
                   log_file: PredictionLog, *, num_threads: int = 1, progress: bool = True,
                   unit: str = "item") -> dict[str, dict[str, Any]]:
     """Run every item not yet in `log_file`, appending each record as soon as it finishes (a rerun resumes);
-    returns the records of all items, in input order. API backends run `num_threads` items in parallel."""
+    returns the records of all items, in input order. API backends run `num_threads` items in parallel.
+    Ctrl-C raises `Interrupted` once the items in flight are abandoned; what was appended stays."""
     done = log_file.read()
     todo = [item for item in items if key(item) not in done]
     if len(todo) < len(items):
@@ -81,15 +85,28 @@ def run_resumable(items: Sequence[T], key: Callable[[T], str], run_one: Callable
         log_file.append(record)
         return key(item), record
 
-    with tqdm(total=len(todo), desc=f"{unit}s", unit=unit, disable=not progress) as bar:
-        if num_threads > 1:
-            with ThreadPoolExecutor(num_threads) as pool:
-                results = pool.map(one, todo)  # order-preserving
-                for k, record in results:
-                    done[k] = record
-                    bar.update()
-        else:
-            for k, record in map(one, todo):
+    bar = tqdm(total=len(todo), desc=f"{unit}s", unit=unit, disable=not progress)
+    pool = ThreadPoolExecutor(num_threads) if num_threads > 1 else None
+    try:
+        if pool is None:
+            for item in todo:
+                k, record = one(item)
                 done[k] = record
                 bar.update()
+        else:
+            pending = {pool.submit(one, item) for item in todo}
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    k, record = future.result()
+                    done[k] = record
+                    bar.update()
+    except KeyboardInterrupt:
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+        raise Interrupted(len(log_file.read())) from None
+    finally:
+        bar.close()
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
     return {key(item): done[key(item)] for item in items if key(item) in done}

@@ -10,11 +10,11 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig
 
-from retrieval.passage import RetrievalError
+from common.errors import ClinprogError
 
 
-class SweepReportError(RetrievalError):
-    """Reuses the one-line error path of main.py."""
+class SweepReportError(ClinprogError):
+    """A multirun folder that cannot be reported (no jobs, unreadable scores)."""
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:

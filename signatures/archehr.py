@@ -1,19 +1,39 @@
-"""Signatures of the ArchEHR-QA 2026 cascade: interpret -> score evidence -> answer -> align."""
+"""Signatures of the ArchEHR-QA 2026 cascade: interpret -> score evidence -> answer -> align.
+
+`{max_words}` in an instruction or field description is filled by `with_limits` from the same config value that
+the stage's code enforces (`program.question.max_words`, `program.answer.max_words`).
+"""
 
 from __future__ import annotations
 
 import dspy
 
 
+def with_limits(signature: type[dspy.Signature], **limits: int) -> type[dspy.Signature]:
+    """`signature` with `{name}` placeholders in its instructions and field descriptions filled from `limits`."""
+
+    def fill(text: str) -> str:
+        for name, value in limits.items():
+            text = text.replace("{" + name + "}", str(value))
+        return text
+
+    out = signature.with_instructions(fill(signature.instructions))
+    for name, field in {**signature.input_fields, **signature.output_fields}.items():
+        desc = (field.json_schema_extra or {}).get("desc")
+        if desc and fill(desc) != desc:
+            out = out.with_updated_fields(name, desc=fill(desc))
+    return out
+
+
 class InterpretQuestion(dspy.Signature):
     """You are a clinical administrative assistant. Read the patient's message and rewrite the question it
     asks as one professional question a clinician would ask of the patient's hospital record. Keep the
     clinical focus of the patient's question; do not diagnose, speculate or add facts. Output only the
-    question, without preamble, in at most 15 words."""
+    question, without preamble, in at most {max_words} words."""
 
     patient_narrative: str = dspy.InputField(desc="the patient's own message, in their words")
     patient_question: str = dspy.InputField(desc="the key question phrases the patient wrote, if marked")
-    clinician_question: str = dspy.OutputField(desc="one clinician question, at most 15 words")
+    clinician_question: str = dspy.OutputField(desc="one clinician question, at most {max_words} words")
 
 
 class ScoreEvidence(dspy.Signature):
@@ -30,12 +50,12 @@ class ScoreEvidence(dspy.Signature):
 class GenerateAnswer(dspy.Signature):
     """You are a clinical documentation specialist. Answer the clinician's question using only the
     clinical note: the selected evidence sentences first, the full note only as a safety net. Do not use
-    outside knowledge and do not speculate. Write plain sentences in a professional tone, at most 75 words."""
+    outside knowledge and do not speculate. Write plain sentences in a professional tone, at most {max_words} words."""
 
     clinician_question: str = dspy.InputField()
     evidence: str = dspy.InputField(desc="selected note sentences, one per line, formatted `[id] text`")
     note_excerpt: str = dspy.InputField(desc="the full note excerpt")
-    answer: str = dspy.OutputField(desc="a grounded answer, at most 75 words")
+    answer: str = dspy.OutputField(desc="a grounded answer, at most {max_words} words")
 
 
 class AlignAnswer(dspy.Signature):

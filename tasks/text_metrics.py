@@ -53,6 +53,16 @@ class BertScoreConfig:
     rescale_with_baseline: bool = False
     batch_size: int = 8
     lang: str | None = "en"
+    official: bool = False   # the model and rescaling of the official scorer (comparable to the leaderboard)
+
+
+def bertscore_config(node: Any) -> BertScoreConfig | None:
+    """`metrics.bertscore` (a `_target_` config) built by Hydra; None when BERTScore is switched off."""
+    if not node:
+        return None
+    from hydra.utils import instantiate
+
+    return instantiate(node)
 
 
 def bertscore(references: list[str], predictions: list[str], cfg: BertScoreConfig) -> float | Unavailable:

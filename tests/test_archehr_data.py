@@ -3,7 +3,7 @@ import json
 import pytest
 
 from tasks.archehr.data import ArchEHRDataError, load_cases, load_key
-from tests.conftest import BUNDLED_KEY, DEV_QUESTIONS
+from tests.conftest import BUNDLED_CASES, BUNDLED_KEY, DEV_QUESTIONS
 
 
 def test_bundled_cases_load_with_string_ids_and_stripped_text(bundled_cases):
@@ -65,10 +65,42 @@ def test_wrong_root_and_missing_file(tmp_path):
 def test_bad_key_files(tmp_path):
     with pytest.raises(ArchEHRDataError, match="malformed JSON"):
         load_key(write(tmp_path, "[{", "k.json"))
-    with pytest.raises(ArchEHRDataError, match="relevance must be one of"):
-        load_key(write(tmp_path, json.dumps([{"case_id": "1", "answers": [{"sentence_id": "1", "relevance": "high"}]}]),
-                       "k.json"))
+    bad_entries = {
+        "high": [{"case_id": "1", "answers": [{"sentence_id": "1", "relevance": "high"}]}],
+        "string": [{"case_id": "1", "answers": ["essential"]}],
+        "null": [{"case_id": "1", "answers": None}],
+    }
+    for name, content in bad_entries.items():
+        path = write(tmp_path, json.dumps(content), f"{name}.json")
+        with pytest.raises(ArchEHRDataError, match=rf"{name}\.json, entry 0 \(case 1\): .*'answers'"):
+            load_key(path)
+    dupe = write(tmp_path, json.dumps([{"case_id": "1"}, {"case_id": "1"}]), "dupe.json")
+    with pytest.raises(ArchEHRDataError, match=r"dupe.json, entry 1 \(case 1\): duplicate case_id"):
+        load_key(dupe)
+    latin1 = tmp_path / "latin1.json"
+    latin1.write_bytes('[{"case_id": "1", "clinician_answer_without_citations": "caf\u00e9"}]'.encode("latin-1"))
+    with pytest.raises(ArchEHRDataError, match=r"latin1.json: not UTF-8"):
+        load_key(latin1)
     # a comma-separated citation string (seen in participant code) is accepted
     key = load_key(write(tmp_path, json.dumps([{"case_id": "1", "clinician_answer_sentences": [
         {"id": "1", "text": "t", "citations": "2, 5"}]}]), "k.json"))
     assert key["1"].answer_sentences == [("1", "t", ["2", "5"])]
+
+
+def test_a_key_must_belong_to_its_cases(tmp_path, bundled_cases):
+    from tasks.archehr.data import check_key, resolve_key
+
+    key = load_key(BUNDLED_KEY)
+    check_key(key, bundled_cases, BUNDLED_KEY)  # the bundled key fits the bundled cases
+    with pytest.raises(ArchEHRDataError, match=r"case ids \['903'\] are not in the cases file"):
+        check_key(key, bundled_cases[:2], BUNDLED_KEY)
+    with pytest.raises(ArchEHRDataError, match=r"cases \['903'\] have no key entry"):
+        check_key({k: v for k, v in key.items() if k != "903"}, bundled_cases, BUNDLED_KEY)
+    key["901"].relevance["77"] = "essential"
+    with pytest.raises(ArchEHRDataError, match=r"case 901: sentence ids \['77'\] are not in that case's note"):
+        check_key(key, bundled_cases, BUNDLED_KEY)
+    # data.key=auto finds <stem>_key.json beside the cases, and nothing for a user's own file
+    assert resolve_key(BUNDLED_CASES, "auto") == BUNDLED_KEY
+    own = tmp_path / "mine.xml"
+    own.write_text("<annotations/>")
+    assert resolve_key(own, "auto") is None and resolve_key(own, None) is None

@@ -3,11 +3,11 @@
 import dspy
 import pytest
 
-from programs.archehr import ArchEHRCascade
-from programs.archehr.offline import EmbeddingEvidenceScorer, ExtractiveAnswer, RuleQuestionInterpreter, SimilarityAligner
+from common.errors import ConfigError
 from programs.archehr.offline.evidence import to_likert
 from programs.archehr.offline.question import third_person
 from tasks.archehr.data import AnswerSentence, Case, NoteSentence
+from tests.builders import archehr_stage, program
 
 NOTE = [
     NoteSentence("1", "DISCHARGE SUMMARY:"),
@@ -18,7 +18,7 @@ NOTE = [
 
 
 def test_rule_question_uses_the_marked_phrase_in_the_third_person():
-    rule = RuleQuestionInterpreter()
+    rule = archehr_stage("question", "rule")
     out = rule(patient_narrative="My dad had surgery. Why did they operate on my dad? Thanks.")
     assert out.clinician_question == "Why did they operate on the patient?"
     marked = rule(patient_narrative="long story", patient_question="I was told nothing. Why was I given lasix?")
@@ -33,30 +33,34 @@ def test_likert_mapping_of_relative_similarity():
 
 
 def test_embedding_evidence_selects_the_answering_sentence_and_never_the_header():
-    out = EmbeddingEvidenceScorer()(clinician_question="Why was lisinopril stopped during the admission?", sentences=NOTE)
+    scorer = archehr_stage("evidence", "embedding")
+    out = scorer(clinician_question="Why was lisinopril stopped during the admission?", sentences=NOTE)
     assert out.evidence_ids == ["2"] and out.selection == "strict"
     assert out.scores["1"] == 1 and out.scores["2"] == 5 and out.scores["3"] <= 2
 
 
 def test_evidence_rule_of_the_seed_applies_unchanged_to_similarity_scores():
     # cut points nothing reaches: every sentence scores 1 -> the first-3 fallback, as with the LM scorer
-    out = EmbeddingEvidenceScorer(cuts=(9, 9, 9, 9))(clinician_question="q", sentences=NOTE)
+    scorer = archehr_stage("evidence", "embedding", "program.offline.evidence_cuts=[9,9,9,9]")
+    out = scorer(clinician_question="q", sentences=NOTE)
     assert out.evidence_ids == ["1", "2", "3"] and out.selection == "first_n"
 
 
 def test_extractive_answer_drops_headers_and_ends_sentences():
     evidence = [NOTE[0], NOTE[1], NoteSentence("9", "Restart planned at follow-up")]
-    out = ExtractiveAnswer()(clinician_question="q", evidence=evidence, note_excerpt="")
+    out = archehr_stage("answer", "extractive")(clinician_question="q", evidence=evidence, note_excerpt="")
     assert out.answer == ("Lisinopril was held because of hypotension and acute kidney injury. "
                           "Restart planned at follow-up.")
-    long = ExtractiveAnswer(max_words=10)(clinician_question="q", evidence=[NOTE[1], NOTE[3]], note_excerpt="")
+    short = archehr_stage("answer", "extractive", "program.answer.max_words=10")
+    long = short(clinician_question="q", evidence=[NOTE[1], NOTE[3]], note_excerpt="")
     assert long.answer == "Lisinopril was held because of hypotension and acute kidney injury."
 
 
 def test_similarity_alignment_is_conservative_and_many_to_many():
     answers = [AnswerSentence("1", "Lisinopril was held because of low blood pressure and kidney injury."),
                AnswerSentence("2", "The weather was sunny.")]
-    out = SimilarityAligner(threshold=0.6)(answer_sentences=answers, sentences=NOTE)
+    aligner = archehr_stage("alignment", "similarity", "program.offline.align_threshold=0.6")
+    out = aligner(answer_sentences=answers, sentences=NOTE)
     assert out.alignment == [{"answer_id": "1", "evidence_id": ["2"]}, {"answer_id": "2", "evidence_id": []}]
 
 
@@ -64,9 +68,9 @@ def test_all_offline_cascade_needs_no_lm():
     case = Case("7", "I had pneumonia. Why was my lisinopril stopped?", sentences=tuple(NOTE),
                 answer_sentences=(AnswerSentence("1", "Lisinopril was held because of hypotension."),))
     dspy.configure(lm=None)
-    program = ArchEHRCascade(stages={"question": "rule", "evidence": "embedding", "answer": "extractive",
-                                     "alignment": "similarity"})
-    pred = program(case=case)
+    cascade = program("archehr", "program.stages.question=rule", "program.stages.evidence=embedding",
+                      "program.stages.answer=extractive", "program.stages.alignment=similarity")
+    pred = cascade(case=case)
     assert pred.clinician_question == "Why was the patient's lisinopril stopped?"
     assert pred.evidence_ids == ["2"] and pred.alignment == [{"answer_id": "1", "evidence_id": ["2"]}]
     assert all(u["lm_calls"] == 0 for u in pred.usage.values())
@@ -76,11 +80,21 @@ def test_failed_lm_stage_falls_back_to_its_offline_module(dummy_lm):
     case = Case("7", "Why was my lisinopril stopped?", sentences=tuple(NOTE))
     dummy_lm([{"clinician_question": "Why was lisinopril held?"}, {"scores": "garbage"},
               {"answer": "Lisinopril was held for hypotension."}, {"citations": [["2"]]}])
-    pred = ArchEHRCascade(fallback="offline")(case=case)
+    pred = program("archehr", "program.fallback=offline")(case=case)
     assert pred.fallbacks["evidence"].endswith("-> offline stage") and pred.selection == "strict"
     assert pred.evidence_ids == ["2"]  # the embedding scorer's choice, not the first 3 sentences
 
 
-def test_unknown_stage_kind_is_refused():
-    with pytest.raises(ValueError, match=r"program.stages.evidence='bm25'"):
-        ArchEHRCascade(stages={"evidence": "bm25"})
+def test_unknown_stage_implementation_is_refused_with_the_choices():
+    with pytest.raises(ConfigError, match=r"program.stages.evidence='bm25': choose one of \['embedding', 'lm'\]"):
+        program("archehr", "program.stages.evidence=bm25")
+    with pytest.raises(ConfigError, match=r"program.fallback='nope'"):
+        program("archehr", "program.fallback=nope")
+
+
+def test_offline_stages_share_one_embedder_and_hold_no_predictor():
+    cascade = program("archehr", "program.stages.evidence=embedding", "program.stages.alignment=similarity",
+                      "program.fallback=offline")
+    assert cascade.evidence.embedder is cascade.alignment.embedder is cascade._offline["evidence"].embedder
+    # the embedding scorer selects with a pure function: no never-called predictor in the learnable state
+    assert [name for name, _ in cascade.named_predictors()] == ["question.interpret", "answer.generate"]

@@ -2,8 +2,8 @@
 
 import dspy
 
-from programs.archehr import ArchEHRCascade
 from tasks.archehr.data import AnswerSentence
+from tests.builders import program
 
 
 def script(case):
@@ -23,7 +23,7 @@ def test_cascade_runs_four_stages_with_one_call_each(dummy_lm, bundled_cases):
 
     case = replace(bundled_cases[0], answer_sentences=())  # no reference answer: align our own answer
     dummy_lm(script(case))
-    pred = ArchEHRCascade()(case=case)
+    pred = program("archehr")(case=case)
     assert pred.clinician_question == "Why was catheterization performed?"
     assert pred.evidence_ids == ["4"] and pred.selection == "strict"
     assert pred.answer == "Troponin rose. ECG changed."
@@ -38,14 +38,14 @@ def test_reference_answer_sentences_are_aligned_when_given(dummy_lm, bundled_cas
 
     case = replace(bundled_cases[0], answer_sentences=(AnswerSentence("7", "ref one."), AnswerSentence("8", "two.")))
     dummy_lm(script(case))
-    pred = ArchEHRCascade()(case=case)
+    pred = program("archehr")(case=case)
     assert [a["answer_id"] for a in pred.alignment] == ["7", "8"] and pred.alignment_source == "reference"
 
 
 def test_raw_narrative_anchor_is_sent_to_the_evidence_scorer(dummy_lm, bundled_cases):
     case = bundled_cases[0]
     lm = dummy_lm(script(case))
-    ArchEHRCascade(anchor="patient_narrative")(case=case)
+    program("archehr", "program.evidence.anchor=patient_narrative")(case=case)
     evidence_prompt = lm.history[1]["messages"][-1]["content"]
     assert "My mother went to the ER" in evidence_prompt
 
@@ -57,7 +57,7 @@ def test_one_lm_per_role(dummy_lm, bundled_cases):
     answers = script(case)
     default = dummy_lm(answers[:3])
     aligner = dspy.utils.DummyLM([answers[3]], adapter=dspy.JSONAdapter())
-    pred = ArchEHRCascade(role_lms={"alignment": aligner})(case=case)
+    pred = program("archehr", role_lms={"alignment": aligner})(case=case)
     assert len(default.history) == 3 and len(aligner.history) == 1
     assert pred.alignment[0]["evidence_id"] == ["4"]
 
@@ -66,5 +66,5 @@ def test_case_without_note_gets_subtask1_only(dummy_lm):
     from tasks.archehr.data import Case
 
     dummy_lm([{"clinician_question": "Why?"}])
-    pred = ArchEHRCascade()(case=Case("121", "Why did they operate?"))
+    pred = program("archehr")(case=Case("121", "Why did they operate?"))
     assert pred.clinician_question == "Why?" and pred.answer is None and pred.selection == "no_note"

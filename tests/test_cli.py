@@ -55,7 +55,8 @@ def test_evaluate_scores_official_submission_files(tmp_path):
 @pytest.mark.embedded_lm
 def test_embedded_lm_end_to_end_on_one_case_then_resumes_from_cache(tmp_path):
     out = tmp_path / "run"
-    args = ("program=archehr", "data.limit=1", f"hydra.run.dir={out}", f"cache_dir={tmp_path / 'cache'}", "progress=false")
+    args = ("program=archehr", "lm=embedded", "data.limit=1", f"hydra.run.dir={out}", f"cache_dir={tmp_path / 'cache'}",
+            "progress=false")
     proc = main(*args)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for name in ("predictions.jsonl", "usage.json", "scores.json", "report.md",
@@ -72,7 +73,7 @@ def test_embedded_lm_end_to_end_on_one_case_then_resumes_from_cache(tmp_path):
     assert sub2 == [{"case_id": "901", "prediction": record["evidence_ids"]}]
 
     # Same config, new folder: every LM call is a DSPy cache hit.
-    again = main(*args[:2], f"hydra.run.dir={tmp_path / 'again'}", *args[3:])
+    again = main(*args[:3], f"hydra.run.dir={tmp_path / 'again'}", *args[4:])
     assert again.returncode == 0, again.stderr[-2000:]
     assert json.loads((tmp_path / "again" / "usage.json").read_text())["lm_calls_total"] == 0
     assert (tmp_path / "again" / "predictions.jsonl").read_text() .splitlines()[0].startswith('{"case_id": "901"')
@@ -104,7 +105,8 @@ def test_index_twice_then_search(tmp_path):
 
 
 def test_mediqa_search_without_an_index_fails_before_any_note(tmp_path):
-    proc = main("program=mediqa_corr", f"index_dir={tmp_path / 'missing'}", "data.limit=1", f"hydra.run.dir={tmp_path}")
+    proc = main("program=mediqa_corr", "lm=embedded", f"index_dir={tmp_path / 'missing'}", "data.limit=1",
+                f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 2
     assert "error: no index at" in proc.stderr and "task=index" in proc.stderr
     assert not (tmp_path / "predictions.jsonl").exists()
@@ -124,7 +126,7 @@ def test_mediqa_evaluate_scores_a_submission_file(tmp_path):
 @pytest.mark.embedded_lm
 def test_mediqa_embedded_lm_end_to_end_on_one_note(tmp_path):
     out = tmp_path / "run"
-    proc = main("program=mediqa_corr", "data.limit=1", "program.search.enabled=false", "metrics.bertscore=null",
+    proc = main("program=mediqa_corr", "lm=embedded", "data.limit=1", "program.search.enabled=false", "metrics.bertscore=null",
                 f"hydra.run.dir={out}", f"cache_dir={tmp_path / 'cache'}", "progress=false")
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = (out / "submission.txt").read_text().splitlines()

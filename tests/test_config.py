@@ -25,7 +25,7 @@ def compose_cfg(*overrides):
 def test_every_group_composes_and_resolves(lm, metrics):
     cfg = compose_cfg(f"lm={lm}", f"metrics={metrics}", "program=archehr")
     OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    assert cfg.lm.client._target_.startswith("lms.factory.")
+    assert cfg.lm.client is None if lm == "none" else cfg.lm.client._target_.startswith("lms.factory.")
     assert cfg.program.evidence.strict_threshold == 4 and cfg.program.answer.max_words == 75
 
 
@@ -44,9 +44,10 @@ def test_retrieval_groups_compose_and_instantiate_lazily(group, option):
         assert resolve_paths(CorpusSpec(**OmegaConf.to_container(cfg.corpus, resolve=True)))
 
 
-def test_defaults_are_the_offline_embedded_stack():
+def test_defaults_are_the_offline_program_without_an_lm():
     cfg = compose_cfg()
-    assert cfg.program.name == "archehr" and cfg.lm.client.model == "smollm2-135m-instruct" and cfg.task == "run"
+    assert cfg.program.name == "archehr" and cfg.lm.client is None and cfg.task == "run"
+    assert compose_cfg("lm=embedded").lm.client.model == "smollm2-135m-instruct"
 
 
 def test_gemini_without_key_names_the_variable(monkeypatch):
@@ -69,7 +70,7 @@ def test_unreachable_openai_compatible_server_is_one_clear_error():
 
 def test_missing_gguf_is_a_config_error():
     with pytest.raises(LMConfigError, match="GGUF file not found"):
-        build_lm(compose_cfg("lm.client.model_path=/nonexistent/model.gguf").lm)
+        build_lm(compose_cfg("lm=embedded", "lm.client.model_path=/nonexistent/model.gguf").lm)
 
 
 def test_gemini_key_is_not_kept_in_the_config_or_lm(monkeypatch):

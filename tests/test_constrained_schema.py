@@ -5,11 +5,9 @@ import json
 import dspy
 from dspy.lm15 import Message, Response, TextPart, Usage
 
-from programs.archehr.align import AnswerAligner
-from programs.archehr.evidence import EvidenceScorer
-from programs.archehr.interpret import QuestionInterpreter
 from signatures.constrained import ConstrainedJSONAdapter
 from tasks.archehr.data import AnswerSentence, NoteSentence
+from tests.builders import archehr_stage
 
 
 class CapturingEngine:
@@ -48,7 +46,7 @@ def schema_of(request, field):
 def test_evidence_schema_has_one_likert_item_per_sentence():
     engine = configure([{"scores": [5, 1, 4]}])
     sents = [NoteSentence(str(i), f"s{i}") for i in (1, 2, 3)]
-    out = EvidenceScorer()(clinician_question="q", sentences=sents)
+    out = archehr_stage("evidence", "lm")(clinician_question="q", sentences=sents)
     prop = schema_of(engine.requests[0], "scores")
     assert prop["minItems"] == prop["maxItems"] == 3 and prop["items"]["enum"] == [1, 2, 3, 4, 5]
     assert out.evidence_ids == ["1", "3"]
@@ -57,7 +55,8 @@ def test_evidence_schema_has_one_likert_item_per_sentence():
 def test_alignment_schema_enumerates_note_ids_and_bounds_citations():
     engine = configure([{"citations": [["2"], []]}])
     sents = [NoteSentence("0", "header"), NoteSentence("2", "s")]
-    AnswerAligner(max_citations=2)(answer_sentences=[AnswerSentence("1", "a"), AnswerSentence("2", "b")], sentences=sents)
+    aligner = archehr_stage("alignment", "lm", "program.alignment.max_citations=2")
+    aligner(answer_sentences=[AnswerSentence("1", "a"), AnswerSentence("2", "b")], sentences=sents)
     prop = schema_of(engine.requests[0], "citations")
     assert prop["minItems"] == prop["maxItems"] == 2
     assert prop["items"]["items"]["enum"] == ["0", "2"] and prop["items"]["maxItems"] == 2
@@ -65,6 +64,6 @@ def test_alignment_schema_enumerates_note_ids_and_bounds_citations():
 
 def test_string_fields_are_length_bounded_and_still_parse_as_text():
     engine = configure([{"clinician_question": "Why was the cath done?"}])
-    out = QuestionInterpreter()(patient_narrative="n")
+    out = archehr_stage("question", "lm")(patient_narrative="n")
     assert schema_of(engine.requests[0], "clinician_question")["maxLength"] == 180
     assert out.clinician_question == "Why was the cath done?" and out.fallback is None

@@ -4,15 +4,18 @@ import json
 
 import dspy
 import pytest
-from hydra import compose, initialize_config_dir
-from hydra.utils import instantiate
 
+from common.errors import ConfigError
 from optimizers.compile import CompiledProgramError, load_compiled, run_optimizer, save_compiled
-from optimizers.metrics import METRICS, archehr_evidence_metric, mediqa_note_metric, with_feedback
-from programs.archehr import ArchEHRCascade
-from programs.mediqa_corr import MedReActNMedReFlex
+from optimizers.metrics import with_feedback
+from programs.archehr.metrics import archehr_case_metric, archehr_evidence_metric
+from programs.mediqa_corr.metrics import describe_mediqa, mediqa_note_metric
+from runners.compile import build_optimizer, program_metric
+from runners.program import contract_for
 from signatures.constrained import ConstrainedJSONAdapter
-from tests.conftest import BUNDLED_KEY, ROOT
+from tasks.archehr.data import load_cases
+from tests.builders import config, program
+from tests.conftest import BUNDLED_CASES, BUNDLED_KEY
 
 # Keyed by a field marker of each stage's input message (DummyLM returns the first key found in the prompt).
 SCRIPT = {
@@ -24,16 +27,34 @@ SCRIPT = {
 
 
 @pytest.mark.parametrize("name", ["none", "bootstrap", "bootstrap_rs", "mipro", "gepa"])
-def test_every_optimizer_config_composes_and_builds(name):
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[f"optimizer={name}"])
-    assert cfg.optimizer.metric == "archehr_case" and cfg.optimizer.metric in METRICS
-    if cfg.optimizer.teleprompter:
-        extra = {"reflection_lm": dspy.utils.DummyLM([])} if name == "gepa" else {}
-        metric = with_feedback(METRICS["archehr_case"]) if cfg.optimizer.get("feedback") else METRICS["archehr_case"]
-        with dspy.context(lm=dspy.utils.DummyLM([])):  # MIPROv2 needs a configured LM to be built
-            optimizer = instantiate(cfg.optimizer.teleprompter, metric=metric, **extra)
-        assert hasattr(optimizer, "compile")
+def test_build_optimizer_builds_each_config_the_runner_uses(name):
+    cfg = config(f"optimizer={name}")
+    contract = contract_for(cfg)
+    metric = program_metric(cfg, contract)
+    assert metric is archehr_case_metric
+    with dspy.context(lm=dspy.utils.DummyLM([])):  # MIPROv2 and GEPA's default reflection LM need a configured LM
+        optimizer = build_optimizer(cfg, contract, metric)
+    if name == "none":
+        assert optimizer is None
+        return
+    assert type(optimizer).__name__ == cfg.optimizer.teleprompter._target_.split(".")[-1]
+    if name == "gepa":
+        # the reflective branch: textual feedback from the program's describe() and a reflection LM
+        assert optimizer.reflection_lm is not None
+        from tasks.archehr.data import load_key
+
+        case = load_cases(BUNDLED_CASES)[0]
+        gold = dspy.Example(case=case, key=load_key(BUNDLED_KEY)["901"], clinician_question="Why?").with_inputs("case")
+        pred = dspy.Prediction(clinician_question="Why?", evidence_ids=["4"], answer=None)
+        out = optimizer.metric_fn(gold, pred)
+        assert out.score == pytest.approx(1.0) and "essential evidence ids: ['4', '5', '6']" in out.feedback
+
+
+def test_unknown_optimizer_metric_is_one_config_error():
+    cfg = config("optimizer=bootstrap", "optimizer.metric=mediqa_note")
+    with pytest.raises(ConfigError, match=r"optimizer.metric must be one of \['archehr_case', 'archehr_evidence', "
+                                          r"'archehr_question'\] for program=archehr"):
+        program_metric(cfg, contract_for(cfg))
 
 
 def test_bootstrap_compile_save_reload_reproduces_predictions(tmp_path, bundled_cases):
@@ -45,11 +66,15 @@ def test_bootstrap_compile_save_reload_reproduces_predictions(tmp_path, bundled_
     lm = dspy.utils.DummyLM(SCRIPT, adapter=ConstrainedJSONAdapter())
     dspy.configure(lm=lm, adapter=ConstrainedJSONAdapter())
     try:
-        assert archehr_evidence_metric(example, ArchEHRCascade()(case=case)) == 1.0
+        assert archehr_evidence_metric(example, program("archehr")(case=case)) == 1.0
         optimizer = dspy.BootstrapFewShot(metric=archehr_evidence_metric, max_bootstrapped_demos=1, max_labeled_demos=0)
-        compiled = run_optimizer(optimizer, ArchEHRCascade(), [example], [])
+        student = program("archehr")
+        assert len(student.question.curated_demos) == 3  # the public dev pairs of program.question.demo_ids
+        compiled = run_optimizer(optimizer, student, [example], [])
         demos = {name: len(p.demos) for name, p in compiled.named_predictors()}
         assert demos == {"question.interpret": 1, "evidence.score": 1, "answer.generate": 1, "alignment.align": 1}
+        # BootstrapFewShot starts from reset_copy(), which empties predictor demos: the curated ones survive
+        assert len(compiled.question.curated_demos) == 3
 
         path = save_compiled(compiled, tmp_path / "archehr.json", {"scores": {"before": 1.0, "after": 1.0}})
         state = json.loads(path.read_text())  # DSPy JSON state, not pickle
@@ -57,22 +82,39 @@ def test_bootstrap_compile_save_reload_reproduces_predictions(tmp_path, bundled_
         meta = json.loads((tmp_path / "archehr.json.meta.json").read_text())
         assert meta["program"] == "ArchEHRCascade" and meta["dspy_version"] == dspy.__version__
 
-        reloaded = load_compiled(ArchEHRCascade(), path)
+        reloaded = load_compiled(program("archehr"), path)
         a, b = compiled(case=case), reloaded(case=case)
         for field in ("clinician_question", "evidence_ids", "answer", "alignment"):
             assert a[field] == b[field]
-        prompt = lm.history[-1]["messages"]
-        assert len(prompt) > 2  # the demo travels with the reloaded program's prompt
+        question_prompt = lm.history[-4]["messages"]
+        # system + 3 curated demos (user/assistant pairs) + 1 bootstrapped demo + the question
+        assert len(question_prompt) == 1 + 2 * (3 + 1) + 1
+        align_prompt = lm.history[-1]["messages"]
+        assert len(align_prompt) == 1 + 2 * 1 + 1  # the bootstrapped demo travels with the reloaded program
     finally:
         dspy.configure(lm=None, adapter=None)
 
 
 def test_loading_a_program_compiled_for_another_signature_fails_clearly(tmp_path):
-    path = save_compiled(ArchEHRCascade(), tmp_path / "a.json", {})
+    path = save_compiled(program("archehr"), tmp_path / "a.json", {})
     with pytest.raises(CompiledProgramError, match="compiled for ArchEHRCascade.*this is MedReActNMedReFlex"):
-        load_compiled(MedReActNMedReFlex(), path)
+        load_compiled(program("mediqa_corr"), path)
     with pytest.raises(CompiledProgramError, match="no such file"):
-        load_compiled(ArchEHRCascade(), tmp_path / "missing.json")
+        load_compiled(program("archehr"), tmp_path / "missing.json")
+
+
+def test_state_saved_with_one_fallback_setting_loads_with_the_other(tmp_path):
+    seed = program("archehr", "program.fallback=seed")
+    seed.evidence.score.demos = [dspy.Example(clinician_question="q", note_sentences="[1] a", scores=[5])]
+    path = save_compiled(seed, tmp_path / "seed.json", {})
+    state = json.loads(path.read_text())
+    # the offline fallback modules (a plain dict) are not learnable state: the same four predictors either way
+    assert sorted(k for k in state if k != "metadata") == [
+        "alignment.align", "answer.generate", "evidence.score", "question.interpret"]
+    offline = load_compiled(program("archehr", "program.fallback=offline"), path)
+    assert offline.evidence.score.demos[0]["scores"] == [5]
+    assert set(offline._offline) == {"question", "evidence", "answer", "alignment"}
+    assert [n for n, _ in offline.named_predictors()] == [n for n, _ in seed.named_predictors()]
 
 
 def test_mediqa_note_metric_and_gepa_feedback():
@@ -85,7 +127,5 @@ def test_mediqa_note_metric_and_gepa_feedback():
     assert mediqa_note_metric(ex, exact) == pytest.approx(1.0, abs=1e-6)
     assert mediqa_note_metric(ex, dspy.Prediction(correction=no_error("ms-1"))) == 0.0
     assert mediqa_note_metric(ex, dspy.Prediction(correction=Correction("ms-1", 1, 0, "He takes vancomycin."))) == 0.0
-    from optimizers.metrics import describe_mediqa
-
     fb = with_feedback(mediqa_note_metric, describe_mediqa)(ex, dspy.Prediction(correction=no_error("ms-1")))
     assert fb.score == 0.0 and "reference correction is 'He takes vancomycin.'" in fb.feedback

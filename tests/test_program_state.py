@@ -1,19 +1,38 @@
 """A program's learnable state (demos, instructions) saves as DSPy JSON and reloads into an identical program."""
 
+import json
+
 import dspy
 
-from programs.archehr import ArchEHRCascade
+from tests.builders import program as build_program
 
 
 def test_save_and_load_round_trip(tmp_path, dummy_lm):
     demo = dspy.Example(patient_narrative="N", patient_question="(none)", clinician_question="Q?").with_inputs(
         "patient_narrative", "patient_question")
-    program = ArchEHRCascade(question_demos=[demo])
+    program = build_program("archehr", role_lms={"question": dspy.utils.DummyLM([])})
+    program.question.interpret.demos = [demo]
     program.evidence.score.signature = program.evidence.score.signature.with_instructions("Rate sentences.")
     path = tmp_path / "program.json"
     program.save(str(path))
-    loaded = ArchEHRCascade()
+    loaded = build_program("archehr")
     loaded.load(str(path))
     assert [d["clinician_question"] for d in loaded.question.interpret.demos] == ["Q?"]
     assert loaded.evidence.score.signature.instructions == "Rate sentences."
-    assert not hasattr(loaded, "_role_lms") or loaded._role_lms == {}
+    # LMs are runtime resources: the role LM the program was built with is not in the saved state
+    state = json.loads(path.read_text())
+    assert [state[k]["lm"] for k in ("question.interpret", "evidence.score", "answer.generate", "alignment.align")] \
+        == [None] * 4
+    assert loaded._role_lms == {}
+
+
+def test_word_limits_in_instructions_come_from_the_config_that_enforces_them(dummy_lm):
+    program = build_program("archehr", "program.question.max_words=7", "program.answer.max_words=40")
+    instructions = program.question.interpret.signature.instructions
+    assert "at most 7 words" in instructions and "15" not in instructions
+    assert program.question.interpret.signature.output_fields["clinician_question"].json_schema_extra["desc"] \
+        == "one clinician question, at most 7 words"
+    assert "at most 40 words" in program.answer.generate.signature.instructions
+    dummy_lm([{"clinician_question": "one two three four five six seven eight nine ten"}])
+    out = program.question(patient_narrative="Why?")
+    assert out.clinician_question == "one two three four five six seven"

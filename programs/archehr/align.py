@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dspy
 
-from programs.archehr.failures import RECOVERABLE, StageOutputError, describe
+from common.failures import RECOVERABLE, StageOutputError, describe
 from programs.archehr.text import numbered
 from signatures.archehr import AlignAnswer
 from signatures.constrained import with_output_schema
@@ -12,7 +12,7 @@ from tasks.archehr.data import AnswerSentence, NoteSentence
 
 
 class AnswerAligner(dspy.Module):
-    def __init__(self, max_citations: int = 3) -> None:
+    def __init__(self, max_citations: int) -> None:
         super().__init__()
         self.max_citations = max_citations
         self.align = dspy.Predict(AlignAnswer)

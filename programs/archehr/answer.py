@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import dspy
 
-from programs.archehr.failures import RECOVERABLE, StageOutputError, describe
+from common.failures import RECOVERABLE, StageOutputError, describe
 from programs.archehr.text import numbered, soft_cut
-from signatures.archehr import GenerateAnswer
+from signatures.archehr import GenerateAnswer, with_limits
 from signatures.constrained import with_output_schema
 from tasks.archehr.data import NoteSentence
 
 
 class AnswerGenerator(dspy.Module):
-    def __init__(self, max_words: int = 75, soft_cut_ratio: float = 0.6) -> None:
+    def __init__(self, max_words: int, soft_cut_ratio: float) -> None:
         super().__init__()
         self.max_words = max_words
         self.soft_cut_ratio = soft_cut_ratio
-        self.generate = dspy.Predict(GenerateAnswer)
+        self.generate = dspy.Predict(with_limits(GenerateAnswer, max_words=max_words))
 
     def forward(self, clinician_question: str, evidence: list[NoteSentence], note_excerpt: str) -> dspy.Prediction:
         # Bound decoding to ~1.3x the word limit in characters; the soft cut then applies the exact limit.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dspy
 
-from programs.archehr.failures import RECOVERABLE, StageOutputError, describe
+from common.failures import RECOVERABLE, StageOutputError, describe
 from programs.archehr.text import numbered
 from signatures.archehr import ScoreEvidence
 from signatures.constrained import with_output_schema
@@ -13,8 +13,20 @@ from tasks.archehr.data import NoteSentence
 LIKERT = [1, 2, 3, 4, 5]
 
 
+def select_evidence(sentences: list[NoteSentence], scores: list[int], strict_threshold: int, lenient_threshold: int,
+                    fallback_count: int) -> tuple[list[str], str]:
+    """The seed's selection: every sentence scored >= strict; else >= lenient; else the first `fallback_count`."""
+    strict = [s.id for s, v in zip(sentences, scores, strict=True) if v >= strict_threshold]
+    if strict:
+        return strict, "strict"
+    lenient = [s.id for s, v in zip(sentences, scores, strict=True) if v >= lenient_threshold]
+    if lenient:
+        return lenient, "lenient"
+    return [s.id for s in sentences[:fallback_count]], "first_n"
+
+
 class EvidenceScorer(dspy.Module):
-    def __init__(self, strict_threshold: int = 4, lenient_threshold: int = 3, fallback_count: int = 3) -> None:
+    def __init__(self, strict_threshold: int, lenient_threshold: int, fallback_count: int) -> None:
         super().__init__()
         self.strict_threshold = strict_threshold
         self.lenient_threshold = lenient_threshold
@@ -22,13 +34,7 @@ class EvidenceScorer(dspy.Module):
         self.score = dspy.Predict(ScoreEvidence)
 
     def select(self, sentences: list[NoteSentence], scores: list[int]) -> tuple[list[str], str]:
-        strict = [s.id for s, v in zip(sentences, scores, strict=True) if v >= self.strict_threshold]
-        if strict:
-            return strict, "strict"
-        lenient = [s.id for s, v in zip(sentences, scores, strict=True) if v >= self.lenient_threshold]
-        if lenient:
-            return lenient, "lenient"
-        return [s.id for s in sentences[: self.fallback_count]], "first_n"
+        return select_evidence(sentences, scores, self.strict_threshold, self.lenient_threshold, self.fallback_count)
 
     def forward(self, clinician_question: str, sentences: list[NoteSentence]) -> dspy.Prediction:
         n = len(sentences)

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import dspy
 
-from programs.archehr.failures import RECOVERABLE, StageOutputError, describe
+from common.failures import RECOVERABLE, StageOutputError, describe
 from programs.archehr.text import last_question_sentence, truncate_words
-from signatures.archehr import InterpretQuestion
+from signatures.archehr import InterpretQuestion, with_limits
 from signatures.constrained import with_output_schema
 
 
 class QuestionInterpreter(dspy.Module):
-    def __init__(self, max_words: int = 15, demos: list[dspy.Example] | None = None) -> None:
+    def __init__(self, max_words: int, demos: list[dspy.Example] | None = None) -> None:
         super().__init__()
         self.max_words = max_words
-        self.interpret = dspy.Predict(InterpretQuestion)
-        self.interpret.demos = list(demos or [])
+        self.interpret = dspy.Predict(with_limits(InterpretQuestion, max_words=max_words))
+        # Curated demos (public dev pairs) are configuration, not learned state: kept outside the predictor so an
+        # optimizer's reset_copy() (BootstrapFewShot) cannot drop them; bootstrapped demos are added after them.
+        self.curated_demos = list(demos or [])
 
     def forward(self, patient_narrative: str, patient_question: str = "") -> dspy.Prediction:
         # ~12 characters a word bounds decoding, so a small model cannot ramble to max_tokens. Built from the
@@ -24,7 +26,7 @@ class QuestionInterpreter(dspy.Module):
                                        {"type": "string", "maxLength": 12 * self.max_words})
         try:
             out = self.interpret(patient_narrative=patient_narrative, patient_question=patient_question or "(none)",
-                                 signature=signature)
+                                 signature=signature, demos=[*self.curated_demos, *self.interpret.demos])
             raw = (out.clinician_question or "").strip()
             if not raw:
                 raise StageOutputError("empty clinician question")

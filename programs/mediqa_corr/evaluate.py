@@ -10,18 +10,11 @@ from dataclasses import dataclass
 
 import dspy
 
-from programs.archehr.failures import RECOVERABLE, describe
+from common.errors import ConfigError
+from common.failures import RECOVERABLE, describe
 from signatures.constrained import with_output_schema
 from signatures.mediqa_corr import MedEvalReview
 from tasks.mediqa_corr.data import Note
-
-CRITERIA = {
-    "validity": "the corrected sentence is medically valid and consistent with the rest of the text",
-    "preciseness": "the correction changes only what is wrong, precisely",
-    "confidence": "the evidence in the text and the search results supports the claimed error with confidence",
-    "relevance": "the sentence judged wrong really is the erroneous one",
-    "completeness": "the correction fully fixes the error",
-}
 
 
 @dataclass
@@ -36,10 +29,12 @@ def accept(scores: list[int], avg_threshold: float, min_threshold: float) -> boo
 
 
 class MedEval(dspy.Module):
-    def __init__(self, criteria: dict[str, str] | None = None, samples: int = 1, avg_threshold: float = 3.8,
-                 min_threshold: float = 3, temperature: float = 1.0) -> None:
+    def __init__(self, criteria: dict[str, str], samples: int, avg_threshold: float, min_threshold: float,
+                 temperature: float) -> None:
         super().__init__()
-        self.criteria = dict(criteria or CRITERIA)
+        if not criteria:
+            raise ConfigError("program.eval.criteria: MedEval needs at least one criterion")
+        self.criteria = dict(criteria)
         self.samples, self.temperature = samples, temperature
         self.avg_threshold, self.min_threshold = avg_threshold, min_threshold
         self.review = dspy.Predict(MedEvalReview)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dspy
 
-from programs.archehr.failures import RECOVERABLE, describe
+from common.failures import RECOVERABLE, describe
 from signatures.constrained import with_output_schema
 from signatures.mediqa_corr import MedFinalParse
 

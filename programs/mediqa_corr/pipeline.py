@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import dspy
 
-from programs.archehr.usage import UsageLedger
-from programs.mediqa_corr.evaluate import CRITERIA, MedEval
+from common.usage import UsageLedger
+from programs.mediqa_corr.evaluate import MedEval
 from programs.mediqa_corr.final_parser import MedFinalParser
 from programs.mediqa_corr.react import MedReAct
 from programs.mediqa_corr.reflect import MedReFlex
@@ -19,25 +18,21 @@ ROLES = ("agent", "evaluator", "reflexion", "parser")
 
 
 class MedReActNMedReFlex(dspy.Module):
+    """The agent loop; its four agents are built by Hydra from `conf/program/mediqa_corr.yaml` (`program.module`)."""
+
     def __init__(
         self,
         *,
-        max_steps: int = 4,
-        max_episodes: int = 5,
-        avg_threshold: float = 3.8,
-        min_threshold: float = 3,
-        criteria: dict[str, str] | None = None,
-        review_samples: int = 1,
-        review_temperature: float = 1.0,
-        search: Callable[[str], str] | None = None,
+        react: MedReAct,
+        evaluator: MedEval,
+        reflexion: MedReFlex,
+        parser: MedFinalParser,
+        max_episodes: int,
         role_lms: dict[str, dspy.LM] | None = None,
     ) -> None:
         super().__init__()
         self.max_episodes = max_episodes
-        self.react = MedReAct(max_steps, search)
-        self.evaluator = MedEval(criteria or CRITERIA, review_samples, avg_threshold, min_threshold, review_temperature)
-        self.reflexion = MedReFlex()
-        self.parser = MedFinalParser()
+        self.react, self.evaluator, self.reflexion, self.parser = react, evaluator, reflexion, parser
         self._role_lms = dict(role_lms or {})
 
     def forward(self, note: Note) -> dspy.Prediction:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import dspy
 
-from programs.archehr.failures import RECOVERABLE, describe
+from common.failures import RECOVERABLE, describe
 from signatures.constrained import with_output_schema
 from signatures.mediqa_corr import MedReActStep
 from tasks.mediqa_corr.data import Note
@@ -26,7 +26,7 @@ class Episode:
 
 
 class MedReAct(dspy.Module):
-    def __init__(self, max_steps: int = 4, search: Callable[[str], str] | None = None) -> None:
+    def __init__(self, max_steps: int, search: Callable[..., str] | None = None) -> None:
         super().__init__()
         self.max_steps = max_steps
         self.search = search
@@ -56,7 +56,7 @@ class MedReAct(dspy.Module):
                     result = "search is not available in this run"
                 else:
                     try:
-                        result = self.search(query)
+                        result = self.search(query=query)
                     except Exception as exc:  # a failing tool is an observation for the agent, not a crash
                         result = f"search failed: {type(exc).__name__}: {exc}"
                 episode.steps.append(f"{record}({query})\nSearch results:\n{result}")

@@ -11,10 +11,12 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common.errors import ClinprogError
+
 RELEVANCE_LABELS = ("essential", "supplementary", "not-relevant")
 
 
-class ArchEHRDataError(ValueError):
+class ArchEHRDataError(ClinprogError, ValueError):
     """Malformed ArchEHR-QA input; the message names the file, the case and the element."""
 
 
@@ -130,12 +132,25 @@ def _citations(value: object, ctx: str) -> list[str]:
     raise ArchEHRDataError(f"{ctx}: 'citations' must be a list of sentence ids")
 
 
+def resolve_key(cases_path: str | Path, key: str | None) -> Path | None:
+    """The key that belongs to `cases_path`: `auto` is `<stem>_key.json` beside it (the official release and the
+    bundled cases are named so) when that file exists; None/"null"/"none" is no key; anything else is a path."""
+    if key is None or str(key).lower() in ("null", "none", ""):
+        return None
+    if str(key) == "auto":
+        sibling = Path(cases_path).with_name(Path(cases_path).stem + "_key.json")
+        return sibling if sibling.is_file() else None
+    return Path(key)
+
+
 def load_key(path: str | Path) -> dict[str, KeyCase]:
     path = Path(path)
     if not path.is_file():
         raise ArchEHRDataError(f"{path}: no such file (set data.key=...)")
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ArchEHRDataError(f"{path}: not UTF-8 (byte {exc.start}); save the key as UTF-8") from None
     except json.JSONDecodeError as exc:
         raise ArchEHRDataError(f"{path}: malformed JSON ({exc})") from None
     if not isinstance(raw, list):
@@ -145,18 +160,55 @@ def load_key(path: str | Path) -> dict[str, KeyCase]:
         if not isinstance(item, dict) or "case_id" not in item:
             raise ArchEHRDataError(f"{path}: entry {i} has no 'case_id'")
         cid = str(item["case_id"])
-        ctx = f"{path}, case {cid}"
+        ctx = f"{path}, entry {i} (case {cid})"
+        if cid in key:
+            raise ArchEHRDataError(f"{ctx}: duplicate case_id {cid!r}")
         kc = KeyCase(cid)
-        for ans in item.get("answers", []):
-            rel = ans.get("relevance")
-            if rel not in RELEVANCE_LABELS or "sentence_id" not in ans:
-                raise ArchEHRDataError(f"{ctx}: bad 'answers' entry {ans!r} (relevance must be one of {RELEVANCE_LABELS})")
-            kc.relevance[str(ans["sentence_id"])] = rel
+        answers = item.get("answers", [])
+        if not isinstance(answers, list):
+            raise ArchEHRDataError(f"{ctx}: 'answers' must be a list of {{sentence_id, relevance}} objects")
+        for ans in answers:
+            if not isinstance(ans, dict) or "sentence_id" not in ans or ans.get("relevance") not in RELEVANCE_LABELS:
+                raise ArchEHRDataError(f"{ctx}: bad 'answers' entry {ans!r} (an object with sentence_id and a "
+                                       f"relevance in {RELEVANCE_LABELS})"[:400])
+            sid = str(ans["sentence_id"])
+            if sid in kc.relevance:
+                raise ArchEHRDataError(f"{ctx}: sentence {sid!r} labelled twice")
+            kc.relevance[sid] = ans["relevance"]
         text = item.get("clinician_answer_without_citations")
         kc.answer_without_citations = text.strip() if isinstance(text, str) else None
-        for s in item.get("clinician_answer_sentences", []) or []:
-            if "id" not in s or "text" not in s:
+        sentences = item.get("clinician_answer_sentences", []) or []
+        if not isinstance(sentences, list):
+            raise ArchEHRDataError(f"{ctx}: 'clinician_answer_sentences' must be a list")
+        for s in sentences:
+            if not isinstance(s, dict) or "id" not in s or "text" not in s:
                 raise ArchEHRDataError(f"{ctx}: 'clinician_answer_sentences' entry without id/text")
             kc.answer_sentences.append((str(s["id"]), str(s["text"]).strip(), _citations(s.get("citations", []), ctx)))
         key[cid] = kc
     return key
+
+
+def check_key(key: dict[str, KeyCase], cases: list[Case], path: str | Path) -> None:
+    """The key must belong to the cases: the same case ids (cases with a note), and every labelled or cited
+    sentence id must exist in that case's note."""
+    by_id = {c.case_id: c for c in cases}
+    with_note = {c.case_id for c in cases if c.sentences}
+    extra = sorted(set(key) - set(by_id))
+    missing = sorted(with_note - set(key))
+    if extra or missing:
+        raise ArchEHRDataError(
+            f"{path}: the key does not belong to the cases: "
+            + "; ".join(p for p in (f"case ids {extra} are not in the cases file" if extra else "",
+                                    f"cases {missing} have no key entry" if missing else "") if p)
+            + " (pass the key of these cases with data.key=..., or data.key=null to run without scores)")
+    for cid, kc in key.items():
+        ids = set(by_id[cid].sentence_ids)
+        unknown = sorted(set(kc.relevance) - ids)
+        cited = sorted({c for _, _, cs in kc.answer_sentences for c in cs} - ids)
+        if unknown or cited:
+            raise ArchEHRDataError(f"{path}, case {cid}: sentence ids {unknown or cited} are not in that case's note "
+                                   f"(its ids: {sorted(ids, key=_id_order)[:8]}...)")
+
+
+def _id_order(sid: str) -> tuple[int, str]:
+    return (int(sid), "") if sid.isdigit() else (1 << 30, sid)

@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from statistics import mean
 from typing import Any
 
+from common.errors import ClinprogError
 from tasks.archehr.data import Case, KeyCase
 from tasks.sari import sari
 from tasks.text_metrics import BertScoreConfig, Unavailable, bertscore, bleu, rouge
 
 
-class SubmissionError(ValueError):
+class SubmissionError(ClinprogError, ValueError):
     """A submission the official scorer would reject (missing cases, invalid ids)."""
 
 

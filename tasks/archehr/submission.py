@@ -1,45 +1,14 @@
-"""Predictions on disk (`predictions.jsonl`, appended per case) and the four official submission files."""
+"""The four official ArchEHR-QA 2026 submission files: written from prediction records, read back for scoring."""
 
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 from typing import Any
 
 from tasks.archehr.data import ArchEHRDataError
 
 SUBMISSION_FILES = {st: f"submission_subtask_{st}.json" for st in (1, 2, 3, 4)}
-
-
-class PredictionLog:
-    """Appends one JSON line per finished case; reading it back lets a rerun resume."""
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self._lock = threading.Lock()
-
-    def read(self) -> dict[str, dict[str, Any]]:
-        if not self.path.exists():
-            return {}
-        records: dict[str, dict[str, Any]] = {}
-        for n, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                # A run killed mid-write leaves a partial last line: that case simply runs again.
-                continue
-            if "case_id" not in rec:
-                raise ArchEHRDataError(f"{self.path}:{n}: prediction record without case_id")
-            records[str(rec["case_id"])] = rec
-        return records
-
-    def append(self, record: dict[str, Any]) -> None:
-        with self._lock, self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-            fh.flush()
 
 
 def submissions_from_records(records: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:

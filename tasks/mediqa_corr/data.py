@@ -11,12 +11,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.errors import ClinprogError
+
 REQUIRED = ("Text ID", "Text", "Sentences")
 LABELS = ("Error Flag", "Error Sentence ID", "Corrected Sentence")
 _LINE = re.compile(r"^\s*(\d+)\s+(.*\S)\s*$")
 
 
-class MediqaDataError(ValueError):
+class MediqaDataError(ClinprogError, ValueError):
     """Malformed MEDIQA-CORR input; the message names the file, the row and the column."""
 
 

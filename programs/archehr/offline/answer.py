@@ -10,7 +10,7 @@ from tasks.archehr.data import NoteSentence
 
 
 class ExtractiveAnswer(dspy.Module):
-    def __init__(self, max_words: int = 75, soft_cut_ratio: float = 0.6) -> None:
+    def __init__(self, max_words: int, soft_cut_ratio: float) -> None:
         super().__init__()
         self.max_words = max_words
         self.soft_cut_ratio = soft_cut_ratio

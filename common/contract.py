@@ -1,0 +1,103 @@
+"""The program contract: what each program declares once, so one runner skeleton serves every program.
+
+A program is `conf/program/<name>.yaml` with two `_target_`s: `module` (the dspy.Module, its stages as nested
+`_target_`s) and `contract` (a `ProgramContract` subclass). The runner (`runners/program.py`) does the same walk for
+every program: load + validate inputs -> build the module -> run items into `predictions.jsonl` (fingerprinted,
+resumable) -> write the official submission files -> score when references exist -> usage.json, report.md.
+Adding a program adds files; no generic file changes.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import dspy
+from omegaconf import DictConfig
+
+Item = TypeVar("Item")
+Metric = Callable[..., float]
+
+
+class Inputs(Generic[Item]):
+    """Validated inputs of one run: the items and whatever references score them (None: score nothing)."""
+
+    def __init__(self, items: Sequence[Item], references: Any = None, files: dict[str, str] | None = None) -> None:
+        self.items = list(items)
+        self.references = references
+        self.files = dict(files or {})  # name -> path of every file the predictions depend on (fingerprinted)
+
+
+class ProgramContract(ABC, Generic[Item]):
+    """One program's loader, builder, record format, writers, scorer, objective, optimizer metrics and report."""
+
+    name: str = ""
+    unit: str = "item"             # what one prediction is about: "case", "note"
+    roles: tuple[str, ...] = ()    # LM roles (an LM per role, STORM-style)
+
+    # --- inputs -------------------------------------------------------------------------------------------------
+    @abstractmethod
+    def load(self, cfg: DictConfig, split: str = "run") -> Inputs[Item]:
+        """Load and validate the inputs of `split` (run | train | val) and their references, before any LM call."""
+
+    @abstractmethod
+    def item_id(self, item: Item) -> str: ...
+
+    def record_id(self, record: dict[str, Any]) -> str:
+        return str(record["id"])
+
+    # --- the program --------------------------------------------------------------------------------------------
+    def lm_roles(self, cfg: DictConfig) -> list[str]:
+        """The roles that call an LM under this config (an all-offline program needs none)."""
+        return list(self.roles)
+
+    @abstractmethod
+    def build(self, cfg: DictConfig, role_lms: dict[str, dspy.LM] | None, **resources: Any) -> dspy.Module:
+        """Instantiate `cfg.program.module` with the shared runtime resources (LMs, embedder, search tool);
+        `resources` given by the caller (an already loaded embedder, a test's search function) are used as they are."""
+
+    @abstractmethod
+    def predict(self, program: dspy.Module, item: Item) -> dict[str, Any]:
+        """Run the program on one item and return its JSON-serialisable record (with `id` and `seconds`)."""
+
+    # --- outputs ------------------------------------------------------------------------------------------------
+    @abstractmethod
+    def write_submission(self, records: list[dict[str, Any]], out: Path) -> list[Path]: ...
+
+    @abstractmethod
+    def score(self, cfg: DictConfig, inputs: Inputs[Item], records: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """Official-equivalent scores of the records, or None when the inputs carry no references."""
+
+    @abstractmethod
+    def score_files(self, cfg: DictConfig, inputs: Inputs[Item], path: str) -> dict[str, Any]:
+        """task=evaluate: score official submission file(s) at `path` (a file or a folder)."""
+
+    def objective(self, scores: dict[str, Any] | None) -> float | None:
+        """What sweeps and compile runs maximize."""
+        return None if not scores else scores.get("objective")
+
+    def print_scores(self, scores: dict[str, Any]) -> None:
+        print(", ".join(f"{k}={v:.4f}" for k, v in scores.items() if isinstance(v, float)))
+
+    @abstractmethod
+    def usage(self, records: list[dict[str, Any]]) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def report(self, cfg: DictConfig, usage: dict[str, Any], scores: dict[str, Any] | None) -> str:
+        """report.md"""
+
+    def fingerprint_extra(self, cfg: DictConfig) -> dict[str, Any]:
+        """Besides the program config, LM and input files: anything else the predictions depend on."""
+        return {}
+
+    # --- compiling ----------------------------------------------------------------------------------------------
+    metrics: dict[str, Metric] = {}
+
+    def examples(self, cfg: DictConfig, split: str) -> list[dspy.Example]:
+        raise NotImplementedError(f"program={self.name} cannot be compiled")
+
+    def describe(self, gold: dspy.Example, pred: Any, value: float) -> str:
+        """Textual feedback for reflective optimizers (GEPA)."""
+        return f"score {value:.3f} (1.0 is a perfect match)"

@@ -1,0 +1,13 @@
+"""One base class for every error a user can fix: `main.py` prints it as one `error:` line (exit code 2)."""
+
+
+class ClinprogError(Exception):
+    """A problem with the user's input, configuration or environment; the message says what and where."""
+
+
+class ConfigError(ClinprogError, ValueError):
+    """A configuration value that cannot work (unknown stage implementation, bad threshold)."""
+
+
+class RunFolderError(ClinprogError):
+    """A run folder that cannot be resumed safely: another run holds it, or it was made by another config."""

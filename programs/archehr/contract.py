@@ -1,0 +1,221 @@
+"""`program=archehr`: what the ArchEHR-QA 2026 cascade declares for the shared runner skeleton."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import dspy
+from omegaconf import DictConfig, OmegaConf
+
+from common.contract import Inputs, ProgramContract
+from common.errors import ConfigError
+from common.instantiate import build, choose
+from programs.archehr import metrics as optimizer_metrics
+from programs.archehr.pipeline import ROLES
+from programs.archehr.report import print_scores, report_markdown, usage_summary
+from tasks.archehr.data import ArchEHRDataError, Case, check_key, load_cases, load_key, resolve_key
+from tasks.archehr.metrics import (
+    MetricsConfig,
+    SubmissionError,
+    score_subtask1,
+    score_subtask2,
+    score_subtask3,
+    score_subtask4,
+)
+from tasks.archehr.submission import SUBMISSION_FILES, read_submission, write_submissions
+from tasks.text_metrics import bertscore_config
+
+log = logging.getLogger(__name__)
+SPLITS = {"run": ("cases", "key"), "train": ("train", "train_key"), "val": ("val", "val_key")}
+
+
+def load_question_demos(path: str | None, ids: list[str]) -> list[dspy.Example]:
+    """Few-shot demos for stage 1 from the public dev pairs (patient narrative -> clinician question)."""
+    if not path or not ids:
+        return []
+    by_id = {c.case_id: c for c in load_cases(path)}
+    missing = [i for i in ids if i not in by_id or not by_id[i].clinician_question]
+    if missing:
+        raise ConfigError(f"program.question.demo_ids {missing} have no clinician question in {path}")
+    return [
+        dspy.Example(
+            patient_narrative=by_id[i].patient_narrative,
+            patient_question=" ".join(by_id[i].patient_question_phrases) or "(none)",
+            clinician_question=by_id[i].clinician_question,
+        ).with_inputs("patient_narrative", "patient_question")
+        for i in ids
+    ]
+
+
+class ArchEHRContract(ProgramContract[Case]):
+    name = "archehr"
+    unit = "case"
+    roles = ROLES
+    metrics = optimizer_metrics.METRICS
+
+    # --- inputs -------------------------------------------------------------------------------------------------
+    def load(self, cfg: DictConfig, split: str = "run") -> Inputs[Case]:
+        cases_field, key_field = SPLITS[split]
+        cases_path = cfg.data[cases_field]
+        cases = load_cases(cases_path)
+        key_path = resolve_key(cases_path, cfg.data.get(key_field))
+        key = None
+        if key_path is not None:
+            key = load_key(key_path)
+            check_key(key, cases, key_path)  # before any LM call: a foreign key never scores these cases
+            if str(cfg.data.get(key_field)) == "auto":
+                log.info("data.%s=auto: scoring with %s (the key beside the cases file)", key_field, key_path)
+        if split == "run" and cfg.data.get("limit"):
+            cases = cases[: int(cfg.data.limit)]
+        if key is not None:  # the loaded cases only, like the official scripts' --case_ids_to_score
+            key = {c.case_id: key[c.case_id] for c in cases if c.case_id in key}
+        files = {"cases": str(cases_path)}
+        if cfg.program.get("question") and cfg.program.question.get("demos_path"):
+            files["question_demos"] = str(cfg.program.question.demos_path)
+        return Inputs(cases, references={"key": key, "key_path": str(key_path) if key_path else None}, files=files)
+
+    def item_id(self, item: Case) -> str:
+        return item.case_id
+
+    def record_id(self, record: dict[str, Any]) -> str:
+        return str(record["case_id"])
+
+    # --- the program --------------------------------------------------------------------------------------------
+    def stage_choices(self, cfg: DictConfig) -> dict[str, str]:
+        p = cfg.program
+        choices = {stage: str((p.get("stages") or {}).get(stage, "lm")) for stage in self.roles}
+        for stage, choice in choices.items():
+            choose(p.implementations[stage], choice, f"program.stages.{stage}")
+        choose(p.fallbacks, str(p.fallback), "program.fallback")
+        return choices
+
+    def lm_roles(self, cfg: DictConfig) -> list[str]:
+        return [stage for stage, choice in self.stage_choices(cfg).items() if choice == "lm"]
+
+    def build(self, cfg: DictConfig, role_lms: dict[str, dspy.LM] | None, **resources: Any) -> dspy.Module:
+        p = cfg.program
+        self.stage_choices(cfg)
+        demos = load_question_demos(p.question.demos_path, list(p.question.demo_ids or [])) \
+            if p.question.get("demos_path") else []
+        # ONE embedder for every offline stage; it loads its model on first use only (an LM-only cascade never does)
+        embedder = resources.get("embedder") or build(p.offline.embedder, "program.offline.embedder")
+        program = build(p.module, "program.module", embedder=embedder, question_demos=demos,
+                        role_lms=dict(role_lms or {}))
+        if p.get("compiled"):
+            from optimizers.compile import load_compiled
+
+            load_compiled(program, p.compiled)
+        return program
+
+    def predict(self, program: dspy.Module, item: Case) -> dict[str, Any]:
+        start = time.perf_counter()
+        pred = program(case=item)
+        keys = ("case_id", "clinician_question", "evidence_ids", "scores", "selection", "answer", "alignment",
+                "alignment_source", "dropped_ids", "fallbacks", "usage")
+        return {**{k: pred.get(k) for k in keys}, "seconds": round(time.perf_counter() - start, 4)}
+
+    # --- outputs ------------------------------------------------------------------------------------------------
+    def write_submission(self, records: list[dict[str, Any]], out: Path) -> list[Path]:
+        return list(write_submissions(records, out).values())
+
+    def _metrics_config(self, cfg: DictConfig) -> MetricsConfig:
+        return MetricsConfig(bertscore=bertscore_config(cfg.metrics.get("bertscore")))
+
+    def score(self, cfg: DictConfig, inputs: Inputs[Case], records: list[dict[str, Any]]) -> dict[str, Any] | None:
+        with_note = [r for r in records if r.get("answer") is not None]
+        submissions = {
+            1: {r["case_id"]: r["clinician_question"] for r in records},
+            2: {r["case_id"]: r["evidence_ids"] for r in with_note},
+            3: {r["case_id"]: r["answer"] for r in with_note},
+            4: {r["case_id"]: r["alignment"] for r in with_note},
+        }
+        generated = [r["case_id"] for r in records if r.get("alignment_source") == "generated"]
+        return self._score(cfg, inputs, submissions, generated)
+
+    def score_files(self, cfg: DictConfig, inputs: Inputs[Case], path: str) -> dict[str, Any]:
+        folder = Path(path)
+        if not folder.is_dir():
+            raise ArchEHRDataError(f"data.submissions={folder}: not a folder holding {SUBMISSION_FILES[1]} ... "
+                                   f"{SUBMISSION_FILES[4]}")
+        submissions: dict[int, Any] = {}
+        invalid: dict[int, str] = {}
+        for st, name in SUBMISSION_FILES.items():
+            # Like the official scripts: an invalid file fails its own subtask only; the others are scored.
+            try:
+                submissions[st] = read_submission(folder / name, st)
+            except ArchEHRDataError as exc:
+                invalid[st] = str(exc)
+        scores = self._score(cfg, inputs, submissions, [], invalid)
+        return scores
+
+    def _score(self, cfg: DictConfig, inputs: Inputs[Case], submissions: dict[int, Any], generated: list[str],
+               invalid: dict[int, str] | None = None) -> dict[str, Any] | None:
+        cases, key = inputs.items, inputs.references["key"]
+        if key is None and not any(c.clinician_question for c in cases):
+            return None
+        mcfg = self._metrics_config(cfg)
+        invalid = dict(invalid or {})
+        scores: dict[str, Any] = {}
+
+        def attempt(st: int, fn) -> None:
+            if st in invalid:
+                scores[f"subtask_{st}"] = {"invalid": invalid[st]}
+                return
+            try:
+                scores[f"subtask_{st}"] = fn()
+            except SubmissionError as exc:  # missing / extra cases: the official script rejects this subtask only
+                scores[f"subtask_{st}"] = {"invalid": str(exc)}
+
+        if any(c.clinician_question for c in cases):
+            attempt(1, lambda: score_subtask1(submissions[1], cases, mcfg))
+        else:
+            scores["subtask_1"] = {"unavailable": "the cases file has no <clinician_question> references"}
+        if key is not None:
+            attempt(2, lambda: score_subtask2(submissions[2], key))
+            attempt(3, lambda: score_subtask3(submissions[3], key, cases, mcfg))
+            if not all(kc.answer_sentences for kc in key.values()):
+                scores["subtask_4"] = {"unavailable": "the key has no clinician_answer_sentences with citations"}
+            elif generated:
+                scores["subtask_4"] = {"unavailable": f"cases {generated} aligned generated answer sentences; "
+                                       "Subtask 4 aligns the reference <answer_sentences>, which the cases file must "
+                                       "provide"}
+            else:
+                attempt(4, lambda: score_subtask4(submissions[4], key))
+        else:
+            for st in (2, 3, 4):
+                scores[f"subtask_{st}"] = {"unavailable": "no key for these cases (data.key)"}
+        bs = cfg.metrics.get("bertscore")
+        scores["bertscore_model"] = {"model_type": bs.model_type, "num_layers": bs.num_layers,
+                                     "rescaled": bs.rescale_with_baseline, "official": bs.official} if bs else None
+        scores["key"] = inputs.references.get("key_path")
+        vals = [s["overall_score"] for s in scores.values()
+                if isinstance(s, dict) and s.get("overall_score") is not None]
+        scores["objective"] = sum(vals) / len(vals) if vals else None  # the mean of the subtask overall scores
+        return scores
+
+    def print_scores(self, scores: dict[str, Any]) -> None:
+        print_scores(scores)
+
+    def usage(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+        return usage_summary(records, self.roles)
+
+    def report(self, cfg: DictConfig, usage: dict[str, Any], scores: dict[str, Any] | None) -> str:
+        return report_markdown(cfg, usage, scores)
+
+    # --- compiling ----------------------------------------------------------------------------------------------
+    def examples(self, cfg: DictConfig, split: str) -> list[dspy.Example]:
+        """Cases as DSPy examples: the case is the input; the key and the reference question are for the metric."""
+        inputs = self.load(cfg, split)
+        key = inputs.references["key"] or {}
+        return [dspy.Example(case=c, key=key.get(c.case_id), clinician_question=c.clinician_question)
+                .with_inputs("case") for c in inputs.items]
+
+    def describe(self, gold: dspy.Example, pred: Any, value: float) -> str:
+        return optimizer_metrics.describe_archehr(gold, pred, value)
+
+
+def stage_summary(cfg: DictConfig) -> str:
+    return ", ".join(f"{k}={v}" for k, v in OmegaConf.to_container(cfg.program.stages).items())

@@ -1,0 +1,83 @@
+"""What an ArchEHR run reports: usage per stage, report.md and the printed scores."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig
+
+
+def usage_summary(records: list[dict[str, Any]], roles: tuple[str, ...]) -> dict[str, Any]:
+    stages: dict[str, dict[str, float]] = {}
+    fallbacks: dict[str, int] = {}
+    for rec in records:
+        for stage, u in (rec.get("usage") or {}).items():
+            agg = stages.setdefault(stage, {"seconds": 0.0, "lm_calls": 0, "input_tokens": 0, "output_tokens": 0})
+            for k in agg:
+                agg[k] += u.get(k, 0)
+        for stage in rec.get("fallbacks") or {}:
+            fallbacks[stage] = fallbacks.get(stage, 0) + 1
+    n = max(len(records), 1)
+    total_calls = sum(s["lm_calls"] for s in stages.values())
+    return {
+        "cases": len(records),
+        "stages": stages,
+        "lm_calls_total": total_calls,
+        "lm_calls_per_case": total_calls / n,
+        "seconds_per_case": sum(r.get("seconds", 0.0) for r in records) / n,
+        "fallbacks": fallbacks,
+        # over the cases where the stage ran (a case without a note runs stage 1 only)
+        "parse_success_rate": {s: 1 - fallbacks.get(s, 0) / runs for s in roles
+                               if (runs := sum(1 for r in records if s in (r.get("usage") or {})))},
+        "dropped_ids": sum(r.get("dropped_ids") or 0 for r in records),
+        "note": "lm_calls counts calls that reached the model; DSPy cache hits report no usage and are not counted",
+    }
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.2f}" if isinstance(v, float) else str(v)
+
+
+def report_markdown(cfg: DictConfig, usage: dict[str, Any], scores: dict[str, Any] | None) -> str:
+    stages = dict(cfg.program.get("stages") or {})
+    lm = (cfg.lm.get("client") or {}).get("model", "none")
+    lines = [f"# clinprog run: program={cfg.program.name}, lm={lm}, stages={stages}", "",
+             f"- cases: {usage['cases']}", f"- LM calls per case: {usage['lm_calls_per_case']:.2f}",
+             f"- seconds per case: {usage['seconds_per_case']:.2f}", f"- fallbacks: {usage['fallbacks'] or 'none'}",
+             f"- unknown ids dropped: {usage['dropped_ids']}", "", "## Stages", "",
+             "| stage | LM calls | input tokens | output tokens | seconds |", "|---|---|---|---|---|"]
+    for name, s in usage["stages"].items():
+        lines.append(f"| {name} | {s['lm_calls']} | {s['input_tokens']} | {s['output_tokens']} | {s['seconds']:.2f} |")
+    if scores is None:
+        lines += ["", "No scores: these cases have no key and no reference clinician questions."]
+    if scores:
+        lines += ["", "## Scores (official leaderboard scale, 0-100)", ""]
+        for st in ("subtask_1", "subtask_2", "subtask_3", "subtask_4"):
+            s = scores.get(st) or {}
+            if "overall_score" in s:
+                missing = s.get("overall_missing")
+                lines.append(f"- {st}: overall {_fmt(s['overall_score'])}"
+                             + (f" (without {', '.join(missing)}: unavailable here)" if missing else ""))
+            elif "invalid" in s:
+                lines.append(f"- {st}: invalid submission: {s['invalid']}")
+            else:
+                lines.append(f"- {st}: {s.get('unavailable', 'not scored')}")
+        if scores.get("bertscore_model") and not scores["bertscore_model"]["official"]:
+            lines.append(f"- BERTScore used {scores['bertscore_model']['model_type']}, not the official "
+                         "distilbert-base-uncased: not comparable to the leaderboard.")
+    return "\n".join(lines) + "\n"
+
+
+def print_scores(scores: dict[str, Any]) -> None:
+    for st in ("subtask_1", "subtask_2", "subtask_3", "subtask_4"):
+        s = scores.get(st) or {}
+        if "invalid" in s:
+            print(f"{st}: invalid submission, not scored: {s['invalid']}")
+            continue
+        if "overall_score" not in s:
+            print(f"{st}: {s.get('unavailable', 'not scored')}")
+            continue
+        flat = {k: v for k, v in s.items() if k not in ("unavailable", "overall_missing")}
+        print(f"{st}: " + ", ".join(f"{k}={_fmt(v) if v is not None else 'n/a'}" for k, v in flat.items()))
+        if s.get("overall_missing"):
+            print(f"  unavailable here: {', '.join(s['overall_missing'])} (overall averages the rest)")

@@ -1,0 +1,144 @@
+"""`program=mediqa_corr`: what MedReAct'N'MedReFlex declares for the shared runner skeleton."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import dspy
+from omegaconf import DictConfig, OmegaConf
+
+from common.contract import Inputs, ProgramContract
+from common.instantiate import build
+from programs.mediqa_corr import metrics as optimizer_metrics
+from programs.mediqa_corr.pipeline import ROLES
+from tasks.mediqa_corr.data import Note, load_notes
+from tasks.mediqa_corr.metrics import CorrMetricsConfig, score
+from tasks.mediqa_corr.submission import Correction, read_submission, write_submission
+from tasks.text_metrics import bertscore_config
+
+SPLITS = {"run": ("path", "limit"), "train": ("train", "train_limit"), "val": ("val", "val_limit")}
+SCORE_KEYS = ("error_flag_accuracy", "error_sentence_accuracy", "R1FC", "R2FC", "RLFC", "BERTC", "BLEURTC", "AggregateC")
+
+
+def build_search(cfg: DictConfig):
+    """The agent's search tool over the configured index; None when search is off."""
+    if not cfg.program.search.enabled:
+        return None
+    from runners.retrieval import build_retriever
+
+    retriever = build_retriever(cfg)
+    retriever.check()  # a missing index or another embedder fails here, before any note
+    return retriever.as_tool(max_chars=int(cfg.program.search.max_chars),
+                             max_passages=int(cfg.program.search.max_passages))
+
+
+class MediqaCorrContract(ProgramContract[Note]):
+    name = "mediqa_corr"
+    unit = "note"
+    roles = ROLES
+    metrics = optimizer_metrics.METRICS
+
+    def load(self, cfg: DictConfig, split: str = "run") -> Inputs[Note]:
+        path_field, limit_field = SPLITS[split]
+        notes = load_notes(cfg.data[path_field], cfg.data.get(limit_field))
+        labelled = all(n.has_labels for n in notes)
+        return Inputs(notes, references={"labelled": labelled}, files={"notes": str(cfg.data[path_field])})
+
+    def item_id(self, item: Note) -> str:
+        return item.text_id
+
+    def record_id(self, record: dict[str, Any]) -> str:
+        return str(record["text_id"])
+
+    def build(self, cfg: DictConfig, role_lms: dict[str, dspy.LM] | None, **resources: Any) -> dspy.Module:
+        search = resources["search"] if "search" in resources else build_search(cfg)
+        program = build(cfg.program.module, "program.module", search=search, role_lms=dict(role_lms or {}))
+        if cfg.program.get("compiled"):
+            from optimizers.compile import load_compiled
+
+            load_compiled(program, cfg.program.compiled)
+        return program
+
+    def fingerprint_extra(self, cfg: DictConfig) -> dict[str, Any]:
+        if not cfg.program.search.enabled:
+            return {}
+        return {"retrieval": {"retriever": OmegaConf.to_container(cfg.retriever, resolve=True),
+                              "embedder": OmegaConf.to_container(cfg.embedder, resolve=True),
+                              "reranker": OmegaConf.to_container(cfg.reranker, resolve=True)}}
+
+    def predict(self, program: dspy.Module, item: Note) -> dict[str, Any]:
+        pred = program(note=item)
+        c = pred.correction
+        return {"text_id": item.text_id, "flag": c.flag, "sentence_id": c.sentence_id, "corrected": c.corrected,
+                "line": c.line(), "outcome": pred.outcome, "react_steps": pred.react_steps,
+                "searches": pred.searches, "reflexion_turns": pred.reflexion_turns,
+                "review_scores": pred.review_scores, "parse_failures": pred.parse_failures,
+                "lm_calls": pred.lm_calls, "usage": pred.usage, "seconds": round(pred.seconds, 3),
+                "reflections": pred.reflections}
+
+    @staticmethod
+    def corrections(records: list[dict[str, Any]]) -> list[Correction]:
+        return [Correction(r["text_id"], r["flag"], r["sentence_id"], r["corrected"]) for r in records]
+
+    def write_submission(self, records: list[dict[str, Any]], out: Path) -> list[Path]:
+        return [write_submission(self.corrections(records), out / "submission.txt")]
+
+    def _metrics_config(self, cfg: DictConfig) -> CorrMetricsConfig:
+        return CorrMetricsConfig(bertscore=bertscore_config(cfg.metrics.get("bertscore")),
+                                 bleurt_checkpoint=cfg.metrics.get("bleurt_checkpoint"))
+
+    def _score(self, cfg: DictConfig, notes: list[Note], predictions: dict[str, Correction]) -> dict[str, Any]:
+        scores = score(notes, predictions, self._metrics_config(cfg))
+        scores["bertscore_model"] = cfg.metrics.bertscore.model_type if cfg.metrics.get("bertscore") else None
+        scores["objective"] = scores["AggregateC"]
+        return scores
+
+    def score(self, cfg: DictConfig, inputs: Inputs[Note], records: list[dict[str, Any]]) -> dict[str, Any] | None:
+        if not inputs.references["labelled"]:
+            return None
+        return self._score(cfg, inputs.items, {c.text_id: c for c in self.corrections(records)})
+
+    def score_files(self, cfg: DictConfig, inputs: Inputs[Note], path: str) -> dict[str, Any]:
+        return self._score(cfg, inputs.items, read_submission(Path(path)))
+
+    def print_scores(self, scores: dict[str, Any]) -> None:
+        print(", ".join(f"{k}={scores[k]:.4f}" if scores.get(k) is not None else f"{k}=unavailable"
+                        for k in SCORE_KEYS))
+        for name, reason in (scores.get("unavailable") or {}).items():
+            print(f"  {name}: {reason}")
+
+    def usage(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+        n = max(len(records), 1)
+        mean = lambda key: sum(r[key] for r in records) / n  # noqa: E731
+        outcomes: dict[str, int] = {}
+        for r in records:
+            outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
+        # Every LM request the loop makes (cache hits included): steps + reviews + reflexions + the final parse.
+        requests = [r["react_steps"] + sum(len(s) for s in r["review_scores"]) + r["reflexion_turns"]
+                    + (r["outcome"] == "accepted") for r in records]
+        return {"notes": len(records), "lm_requests_per_note": sum(requests) / n,
+                "lm_calls_per_note": mean("lm_calls"), "react_steps_per_note": mean("react_steps"),
+                "searches_per_note": mean("searches"), "reflexion_turns_per_note": mean("reflexion_turns"),
+                "seconds_per_note": mean("seconds"), "parse_failures": sum(r["parse_failures"] for r in records),
+                "outcomes": outcomes,
+                "note": "lm_requests counts every request of the loop; lm_calls only those that reached the model "
+                        "(DSPy cache hits are not calls)"}
+
+    def report(self, cfg: DictConfig, usage: dict[str, Any], scores: dict[str, Any] | None) -> str:
+        lines = [f"# clinprog run: program=mediqa_corr, lm={(cfg.lm.get('client') or {}).get('model')}", "",
+                 f"- notes: {usage['notes']}", f"- LM requests per note: {usage['lm_requests_per_note']:.2f}",
+                 f"- ReAct steps per note: {usage['react_steps_per_note']:.2f}",
+                 f"- searches per note: {usage['searches_per_note']:.2f}",
+                 f"- reflexion turns per note: {usage['reflexion_turns_per_note']:.2f}",
+                 f"- seconds per note: {usage['seconds_per_note']:.2f}", f"- outcomes: {usage['outcomes']}"]
+        if scores:
+            lines += ["", "## Scores", ""] + [f"- {k}: {scores[k]:.4f}" if scores.get(k) is not None
+                                             else f"- {k}: unavailable" for k in SCORE_KEYS]
+        return "\n".join(lines) + "\n"
+
+    def examples(self, cfg: DictConfig, split: str) -> list[dspy.Example]:
+        return [dspy.Example(note=n).with_inputs("note") for n in self.load(cfg, split).items]
+
+    def describe(self, gold: dspy.Example, pred: Any, value: float) -> str:
+        return optimizer_metrics.describe_mediqa(gold, pred, value)

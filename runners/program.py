@@ -1,0 +1,161 @@
+"""The one run / evaluate / compile skeleton every program shares (driven by its `ProgramContract`).
+
+run: load + validate inputs (before any LM call) -> hold the run folder (lock, fingerprint) -> build the module ->
+     predictions.jsonl (append, fsync, resumable) -> submission files -> scores.json (with references) ->
+     usage.json, report.md, config.json.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from common.contract import Inputs, ProgramContract
+from common.errors import ClinprogError, ConfigError
+from common.prediction_log import PredictionLog
+from common.run_folder import RunFolder, file_sha256
+from runners.common import Interrupted, configure_dspy, output_dir, run_resumable, write_json
+
+log = logging.getLogger(__name__)
+LM_CHOICES = ("lm=gemini (the seed's system), lm=openai_compatible (a local server: vLLM, Ollama, llama.cpp), "
+              "lm=embedded (the tiny local model)")
+
+
+def contract_for(cfg: DictConfig) -> ProgramContract:
+    node = cfg.program.get("contract")
+    if not node:
+        raise ConfigError(f"program={cfg.program.get('name')} declares no program.contract._target_")
+    return instantiate(node)
+
+
+def has_lm(cfg: DictConfig) -> bool:
+    return bool(cfg.lm.get("client"))
+
+
+def lm_identity(cfg: DictConfig) -> dict[str, Any] | None:
+    """What about the LM changes predictions (not its cache, threads or retry counts)."""
+    if not has_lm(cfg):
+        return None
+    client = OmegaConf.to_container(cfg.lm.client, resolve=True)
+    ignore = {"cache", "num_retries", "check", "api_key_env", "timeout"}
+    roles = cfg.lm.get("roles")
+    roles = OmegaConf.to_container(roles, resolve=True) if roles else {}
+    return {"client": {k: v for k, v in client.items() if k not in ignore}, "adapter": cfg.lm.get("adapter"),
+            "roles": roles}
+
+
+def choose_lm_or_offline(cfg: DictConfig, contract: ProgramContract) -> list[str]:
+    """With no LM chosen, run the program's non-LLM stages (one line says so) or stop with one line."""
+    roles = contract.lm_roles(cfg)
+    if not roles or has_lm(cfg):
+        return roles
+    offline = cfg.program.get("offline_stages")
+    if not offline:
+        raise ConfigError(f"program={contract.name} needs an LM and none is chosen: add {LM_CHOICES}")
+    with open_dict(cfg):
+        for role in roles:
+            cfg.program.stages[role] = offline[role]
+    print(f"no LM chosen: program={contract.name} runs every stage without an LM "
+          f"({', '.join(f'{r}={offline[r]}' for r in roles)}); for the LM program add {LM_CHOICES}")
+    return contract.lm_roles(cfg)
+
+
+def fingerprint(cfg: DictConfig, contract: ProgramContract, inputs: Inputs) -> dict[str, Any]:
+    program = OmegaConf.to_container(cfg.program, resolve=True)
+    for k in ("optimize", "compiled"):
+        program.pop(k, None)
+    compiled = cfg.program.get("compiled")
+    return {
+        "program": program,
+        "lm": lm_identity(cfg) if contract.lm_roles(cfg) else None,
+        "inputs": {name: file_sha256(path) for name, path in sorted(inputs.files.items())},
+        "compiled": file_sha256(compiled) if compiled else None,
+        "seed": cfg.get("seed"),
+        **contract.fingerprint_extra(cfg),
+    }
+
+
+def finish(cfg: DictConfig, contract: ProgramContract, inputs: Inputs, records: list[dict[str, Any]]) -> Any:
+    out = output_dir()
+    contract.write_submission(records, out)
+    usage = contract.usage(records)
+    write_json(out / "usage.json", usage)
+    scores = contract.score(cfg, inputs, records) if records else None
+    if scores is not None:
+        write_json(out / "scores.json", scores)
+        contract.print_scores(scores)
+    (out / "report.md").write_text(contract.report(cfg, usage, scores), encoding="utf-8")
+    write_json(out / "config.json", OmegaConf.to_container(cfg, resolve=True))
+    return scores
+
+
+def run(cfg: DictConfig) -> float | None:
+    """task=run"""
+    from lms import build_role_lms
+
+    contract = contract_for(cfg)
+    inputs = contract.load(cfg)          # bad input fails here, before any LM is built or called
+    roles = choose_lm_or_offline(cfg, contract)
+    out = output_dir()
+    with RunFolder(out, fingerprint(cfg, contract, inputs), str(cfg.get("run", {}).get("resume", "auto"))) as folder:
+        configure_dspy(cfg)
+        role_lms = build_role_lms(cfg.lm, roles) if roles else {}   # a missing key / dead server fails here
+        program = contract.build(cfg, role_lms)
+        predictions = PredictionLog(folder.predictions, contract.record_id)
+        try:
+            done = run_resumable(inputs.items, contract.item_id, lambda item: contract.predict(program, item),
+                                 predictions, num_threads=int(cfg.lm.get("num_threads", 1)) if roles else 1,
+                                 progress=cfg.progress, unit=contract.unit)
+        except Interrupted as exc:
+            print(f"interrupted: {exc.saved} {contract.unit}s saved in {out}; rerun the same command to resume",
+                  file=sys.stderr)
+            raise SystemExit(130) from None
+        except ClinprogError:
+            # e.g. the LM server died mid-run: what finished is kept, and its outputs are written before the error
+            partial = predictions.read()
+            records = [partial[contract.item_id(i)] for i in inputs.items if contract.item_id(i) in partial]
+            if records:
+                finish(cfg, contract, inputs, records)
+                log.warning("%d of %d %ss finished; outputs written for them in %s", len(records), len(inputs.items),
+                            contract.unit, out)
+            raise
+        records = list(done.values())
+        scores = finish(cfg, contract, inputs, records)
+    print(f"{len(records)} {contract.unit}s; outputs: {out}")
+    return contract.objective(scores)
+
+
+def evaluate(cfg: DictConfig) -> float | None:
+    """task=evaluate: score the submission file(s) at `data.submissions` (or `data.predictions`), or run then score."""
+    contract = contract_for(cfg)
+    path = cfg.data.get("submissions") or cfg.data.get("predictions")
+    if not path:
+        return run(cfg)
+    inputs = contract.load(cfg)
+    scores = contract.score_files(cfg, inputs, str(path))
+    if scores is None:
+        raise ConfigError(f"program={contract.name}: these inputs carry no references to score against")
+    write_json(output_dir() / "scores.json", scores)
+    contract.print_scores(scores)
+    return contract.objective(scores)
+
+
+def compile(cfg: DictConfig) -> float | None:  # noqa: A001 - the task's name
+    """task=compile: optimize on data.train, score data.val before/after, save the compiled state."""
+    import dspy
+
+    from lms import build_role_lms
+    from runners.compile import compile_program
+
+    contract = contract_for(cfg)
+    trainset, valset = contract.examples(cfg, "train"), contract.examples(cfg, "val")
+    roles = choose_lm_or_offline(cfg, contract)
+    configure_dspy(cfg)
+    if roles:
+        # One LM for every role while compiling: optimizers deep-copy the program, which must not copy LM engines.
+        dspy.configure(lm=build_role_lms(cfg.lm, roles[:1])[roles[0]])
+    return compile_program(cfg, contract, contract.build(cfg, None), trainset, valset)
