@@ -25,7 +25,7 @@ VARIANTS = {
                          "program.stages.evidence=embedding", "program.offline.evidence_cuts=[9,9,9,9]",
                          "program.stages.answer=extractive", "program.stages.alignment=similarity",
                          "program.offline.align_threshold=2"],
-    "embedded LM (SmolLM2-135M)": [],
+    "embedded LM (SmolLM2-135M)": ["lm=embedded"],
     "non-LLM stages (experiment=offline_best)": ["experiment=offline_best"],
 }
 TRIVIAL_NOTE = ("trivial: last '?' sentence (15 words); first 3 note sentences; those sentences as the answer; "

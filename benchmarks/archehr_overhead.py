@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import dspy  # noqa: E402
 
-from programs.archehr import ArchEHRCascade  # noqa: E402
 from programs.archehr.text import numbered  # noqa: E402
+from runners.program import compose_config, contract_for  # noqa: E402
 from signatures.archehr import AlignAnswer, GenerateAnswer, InterpretQuestion, ScoreEvidence  # noqa: E402
 from signatures.constrained import ConstrainedJSONAdapter  # noqa: E402
 from tasks.archehr.data import load_cases  # noqa: E402
@@ -56,7 +56,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args()
     cases = load_cases(CASES)
-    program = ArchEHRCascade()
+    cfg = compose_config("program=archehr")  # the LM cascade as configured (every stage: lm)
+    program = contract_for(cfg).build(cfg, None)
     predictors = [dspy.Predict(s) for s in (InterpretQuestion, ScoreEvidence, GenerateAnswer, AlignAnswer)]
 
     def bare(case):

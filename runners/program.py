@@ -25,6 +25,16 @@ LM_CHOICES = ("lm=gemini (the seed's system), lm=openai_compatible (a local serv
               "lm=embedded (the tiny local model)")
 
 
+def compose_config(*overrides: str) -> DictConfig:
+    """conf/ composed as `python main.py <overrides>` would (for scripts, benchmarks, notebooks, tests)."""
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[1] / "conf"), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
 def contract_for(cfg: DictConfig) -> ProgramContract:
     node = cfg.program.get("contract")
     if not node:

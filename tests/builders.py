@@ -6,18 +6,15 @@ from functools import lru_cache
 from typing import Any
 
 import dspy
-from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 import common.instantiate  # noqa: F401 - the ${shared:...} resolver
 from common.instantiate import build
-from runners.program import contract_for
-from tests.conftest import ROOT
+from runners.program import compose_config, contract_for
 
 
 def config(*overrides: str) -> DictConfig:
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+    return compose_config(*overrides)
 
 
 @lru_cache(maxsize=1)

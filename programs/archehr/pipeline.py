@@ -56,11 +56,15 @@ class ArchEHRCascade(dspy.Module):
             fallbacks[name] = out.fallback
         return out
 
+    def interpret(self, case: Case, ledger: UsageLedger, fallbacks: dict[str, str]) -> dspy.Prediction:
+        """Stage 1 (a seam: a program given the clinician question, like ArchEHR-QA 2025, skips it)."""
+        return self._stage("question", ledger, fallbacks, case.patient_narrative, " ".join(case.patient_question_phrases))
+
     def forward(self, case: Case) -> dspy.Prediction:
         ledger = UsageLedger()
         fallbacks: dict[str, str] = {}
 
-        q = self._stage("question", ledger, fallbacks, case.patient_narrative, " ".join(case.patient_question_phrases))
+        q = self.interpret(case, ledger, fallbacks)
         pred = {"case_id": case.case_id, "clinician_question": q.clinician_question}
 
         if not case.sentences:  # e.g. the 2026 Subtask-1 test release: narratives only
@@ -88,5 +92,6 @@ class ArchEHRCascade(dspy.Module):
         return dspy.Prediction(
             **pred, evidence_ids=ev.evidence_ids, scores=ev.scores, selection=ev.selection, answer=ans.answer,
             alignment=al.alignment, alignment_source=alignment_source, dropped_ids=al.dropped_ids,
+            answer_sentences=[{"id": a.id, "text": a.text} for a in answer_sentences],
             fallbacks=fallbacks, usage=ledger.as_dict(),
         )

@@ -109,7 +109,7 @@ def score_subtask4(predictions: dict[str, list[dict[str, Any]]], key: dict[str, 
     return out
 
 
-def _model_metrics(references: list[str], predictions: list[str], cfg: MetricsConfig) -> tuple[dict, dict]:
+def model_metrics(references: list[str], predictions: list[str], cfg: MetricsConfig) -> tuple[dict, dict]:
     values: dict[str, float | None] = {}
     unavailable: dict[str, str] = {}
     if cfg.bertscore is None:
@@ -129,7 +129,7 @@ def _model_metrics(references: list[str], predictions: list[str], cfg: MetricsCo
     return values, unavailable
 
 
-def _overall(values: dict[str, float | None], components: list[str]) -> tuple[float | None, list[str]]:
+def overall_of(values: dict[str, float | None], components: list[str]) -> tuple[float | None, list[str]]:
     available = [values[c] for c in components if values.get(c) is not None]
     missing = [c for c in components if values.get(c) is None]
     return (mean(available) if available else None), missing
@@ -142,9 +142,9 @@ def score_subtask1(predictions: dict[str, str], cases: list[Case], cfg: MetricsC
     refs = [refs_by_id[i] for i in ids]
     preds = [" ".join(predictions[i].split()[:15]) for i in ids]  # the official scorer truncates to 15 words
     values: dict[str, Any] = {k: 100 * v for k, v in rouge(refs, preds).items()}
-    model_values, unavailable = _model_metrics(refs, preds, cfg)
+    model_values, unavailable = model_metrics(refs, preds, cfg)
     values.update(model_values)
-    values["overall_score"], values["overall_missing"] = _overall(values, ["alignscore", "rougeLsum", "medcon", "bertscore"])
+    values["overall_score"], values["overall_missing"] = overall_of(values, ["alignscore", "rougeLsum", "medcon", "bertscore"])
     values["unavailable"] = unavailable
     return values
 
@@ -159,9 +159,9 @@ def score_subtask3(predictions: dict[str, str], key: dict[str, KeyCase], cases: 
     values: dict[str, Any] = {"bleu": 100 * bleu(refs, preds)}
     values.update({k: 100 * v for k, v in rouge(refs, preds).items()})
     values["sari"] = sari([sources[i] for i in ids], preds, [[r] for r in refs])
-    model_values, unavailable = _model_metrics(refs, preds, cfg)
+    model_values, unavailable = model_metrics(refs, preds, cfg)
     values.update(model_values)
-    values["overall_score"], values["overall_missing"] = _overall(
+    values["overall_score"], values["overall_missing"] = overall_of(
         values, ["bleu", "rougeLsum", "sari", "bertscore", "alignscore", "medcon"])
     values["unavailable"] = unavailable
     return values

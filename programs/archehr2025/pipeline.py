@@ -1,0 +1,53 @@
+"""ArchEHR-QA 2025: (clinician question) -> evidence -> answer -> alignment of the answer's own sentences ->
+one answer, a sentence a line, each ending with the note sentence ids that support it (`|4,5|`).
+
+The 2026 stages unchanged; only the output is composed differently. The 2025 cases give the clinician question,
+so stage 1 runs only when a case lacks one (`use_given_question`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import dspy
+
+from common.usage import UsageLedger
+from programs.archehr.pipeline import ArchEHRCascade
+from tasks.archehr.data import Case
+from tasks.archehr2025.submission import cited_answer
+
+
+class CitedAnswerCascade(ArchEHRCascade):
+    def __init__(self, *, use_given_question: bool, when_uncited: str, **stages) -> None:
+        super().__init__(**stages)
+        if when_uncited not in ("cite_evidence", "keep"):
+            from common.errors import ConfigError
+
+            raise ConfigError(f"program.citations.when_uncited must be cite_evidence or keep, not {when_uncited!r}")
+        self.use_given_question = use_given_question
+        self.when_uncited = when_uncited
+
+    def interpret(self, case: Case, ledger: UsageLedger, fallbacks: dict[str, str]) -> dspy.Prediction:
+        if self.use_given_question and case.clinician_question:
+            return dspy.Prediction(clinician_question=case.clinician_question, fallback=None)
+        return super().interpret(case, ledger, fallbacks)
+
+    def forward(self, case: Case) -> dspy.Prediction:
+        # Align the program's own answer sentences (never reference answer sentences a 2026-style file may hold).
+        pred = super().forward(replace(case, answer_sentences=()))
+        if pred.answer is None:
+            return pred
+        texts = {a["id"]: a["text"] for a in pred.answer_sentences}
+        links = {a["answer_id"]: list(a["evidence_id"]) for a in pred.alignment}
+        fallbacks = dict(pred.fallbacks)
+        if not any(links.values()) and self.when_uncited == "cite_evidence":
+            # The official scorer rejects an answer without any citation: cite the selected evidence (the
+            # sentences the answer was written from) on the first sentence, and say so.
+            first = next(iter(texts), None)
+            if first is not None:
+                links[first] = list(pred.evidence_ids)[:3]
+                fallbacks["citations"] = "alignment found no support: the first sentence cites the selected evidence"
+        answer = cited_answer([(text, links.get(aid, [])) for aid, text in texts.items()])
+        return dspy.Prediction(**{**{k: pred.get(k) for k in pred.keys()}, "answer": answer,
+                                  "answer_text": pred.answer, "fallbacks": fallbacks})
+

@@ -1,0 +1,91 @@
+"""Scores equal to the official ArchEHR-QA 2025 `scoring.py` (soni-sarvesh/archehr-qa @ 771b948), 0-100.
+
+Factuality: per case, the union of cited ids against the essential (strict) or essential + supplementary
+(lenient) sentences; micro (pooled tp/fp/fn) and macro (mean of per-case P, R, F1) with zero guards;
+overall_factuality_score = strict micro F1.
+Relevance: ONE pair per case, the whole answer against `narrative + "\\n\\n" + clinician question + "\\n\\n" +
+essential sentences joined by "\\n"` (not the cited sentences; SARI: source = narrative + question, reference =
+the essential sentences); BLEU, ROUGE, SARI, BERTScore, AlignScore, MEDCON averaged over cases;
+overall_relevance_score = mean(alignscore, rougeLsum, bleu, medcon, bertscore, sari) over what is available here;
+overall_score = mean(factuality, relevance).
+The official script orders the essential sentences by iterating a Python set (the order, and so BLEU, ROUGE-2/L and
+SARI, change with PYTHONHASHSEED); this scorer uses document order, the one reproducible choice.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from statistics import mean
+from typing import Any
+
+from tasks.archehr.data import Case, KeyCase
+from tasks.archehr.metrics import MetricsConfig, SubmissionError, model_metrics, overall_of
+from tasks.archehr2025.submission import parse_answer
+from tasks.sari import sari
+from tasks.text_metrics import bleu, rouge
+
+RELEVANCE = ["alignscore", "rougeLsum", "bleu", "medcon", "bertscore", "sari"]
+
+
+def _ratio(a: int, b: int) -> float:
+    return a / b if b else 0.0
+
+
+def _prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
+    p, r = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
+    return p, r, (2 * p * r / (p + r) if p + r else 0.0)
+
+
+def factuality(entries: list[tuple[str, frozenset[str]]], key: dict[str, KeyCase]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for mode, allowed in (("strict", {"essential"}), ("lenient", {"essential", "supplementary"})):
+        per_case, total = [], Counter()
+        for cid, cited in entries:
+            gold = {sid for sid, rel in key[cid].relevance.items() if rel in allowed}
+            tp, fp, fn = len(gold & cited), len(cited - gold), len(gold - cited)
+            per_case.append(_prf(tp, fp, fn))
+            total.update(tp=tp, fp=fp, fn=fn)
+        micro = _prf(total["tp"], total["fp"], total["fn"])
+        for name, i in (("precision", 0), ("recall", 1), ("f1", 2)):
+            out[f"{mode}_macro_{name}"] = 100 * mean(c[i] for c in per_case)
+            out[f"{mode}_micro_{name}"] = 100 * micro[i]
+    out["overall_factuality_score"] = out["strict_micro_f1"]
+    return out
+
+
+def score(submission: list[tuple[str, str]], key: dict[str, KeyCase], cases: list[Case],
+          cfg: MetricsConfig) -> dict[str, Any]:
+    """Official 2025 leaderboard values for `submission` ([(case_id, answer)], duplicates scored twice as the
+    official script does) against `key` and the cases' narratives, questions and note sentences."""
+    submitted, expected = {cid for cid, _ in submission}, set(key)
+    if submitted != expected:
+        raise SubmissionError(f"case ids in key but not in submission: {sorted(expected - submitted)}; "
+                              f"in submission but not in key: {sorted(submitted - expected)}")
+    parsed = [(cid, parse_answer(answer)) for cid, answer in submission]
+    uncited = [cid for cid, p in parsed if not p.citations]
+    if uncited:  # the official script stops with an AssertionError here
+        raise SubmissionError(f"cases {uncited}: no citations found (every answer must cite at least one sentence)")
+    by_id = {c.case_id: c for c in cases}
+    questions, references, essential_texts, predictions = [], [], [], []
+    for cid, p in parsed:
+        case = by_id[cid]
+        if not case.clinician_question:
+            raise SubmissionError(f"case {cid}: the cases file has no <clinician_question>, which relevance needs")
+        question = f"{case.patient_narrative.strip()}\n\n{case.clinician_question.strip()}"
+        essential = "\n".join(s.text for s in case.sentences if key[cid].relevance.get(s.id) == "essential")
+        questions.append(question)
+        essential_texts.append(essential)
+        references.append(f"{question}\n\n{essential}")
+        predictions.append(p.text)
+    values: dict[str, Any] = factuality([(cid, p.citations) for cid, p in parsed], key)
+    values["bleu"] = 100 * bleu(references, predictions)
+    values.update({k: 100 * v for k, v in rouge(references, predictions).items()})
+    values["sari"] = sari(questions, predictions, [[e] for e in essential_texts])
+    model_values, unavailable = model_metrics(references, predictions, cfg)
+    values.update(model_values)
+    values["overall_relevance_score"], values["overall_relevance_missing"] = overall_of(values, RELEVANCE)
+    values["overall_score"] = mean([values["overall_factuality_score"], values["overall_relevance_score"]]) \
+        if values["overall_relevance_score"] is not None else values["overall_factuality_score"]
+    values["unavailable"] = unavailable
+    values["essential_order"] = "document order (the official script's order depends on PYTHONHASHSEED)"
+    return values
