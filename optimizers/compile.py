@@ -38,8 +38,9 @@ def evaluate(program: dspy.Module, devset: list[dspy.Example], metric, num_threa
         return float("nan")
     result = dspy.Evaluate(devset=devset, metric=metric, num_threads=num_threads, display_progress=False,
                            provide_traceback=False)(program)
-    score = result.score if hasattr(result, "score") else result
-    return float(score) / 100 if float(score) > 1 else float(score)
+    # the exact mean of the per-example scores (EvaluationResult.score is a percentage rounded to 2 decimals)
+    scores = [float(getattr(s, "score", s) or 0.0) for _, _, s in result.results]
+    return sum(scores) / len(scores)
 
 
 def run_optimizer(optimizer: Any, student: dspy.Module, trainset: list[dspy.Example],

@@ -126,8 +126,8 @@ def test_mediqa_evaluate_scores_a_submission_file(tmp_path):
 @pytest.mark.embedded_lm
 def test_mediqa_embedded_lm_end_to_end_on_one_note(tmp_path):
     out = tmp_path / "run"
-    proc = main("program=mediqa_corr", "lm=embedded", "data.limit=1", "program.search.enabled=false", "metrics.bertscore=null",
-                f"hydra.run.dir={out}", f"cache_dir={tmp_path / 'cache'}", "progress=false")
+    proc = main("program=mediqa_corr", "lm=embedded", "data.limit=1", "program.search.enabled=false",
+                "metrics.bertscore=null", f"hydra.run.dir={out}", f"cache_dir={tmp_path / 'cache'}", "progress=false")
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = (out / "submission.txt").read_text().splitlines()
     assert len(lines) == 1 and lines[0].startswith("ms-val-0 ")
@@ -135,6 +135,14 @@ def test_mediqa_embedded_lm_end_to_end_on_one_note(tmp_path):
 
     assert LINE.fullmatch(lines[0])
     record = json.loads((out / "predictions.jsonl").read_text())
-    assert record["lm_calls"] >= 1 and record["react_steps"] >= 1
+    assert record["react_steps"] >= 1 and record["lm_calls"] == sum(u["lm_calls"] for u in record["usage"].values())
+    assert record["line"] == lines[0]
+    # the scores are those of this one line against the note's labels (ms-val-0 has an error in sentence 5)
+    from tasks.mediqa_corr.data import load_notes
+
+    note = load_notes(VALIDATION, 1)[0]
+    flag_right = float(record["flag"] == note.error_flag)
+    sentence_right = float(record["sentence_id"] == note.error_sentence_id)  # -1 on both sides for "no error"
     scores = json.loads((out / "scores.json").read_text())
-    assert scores["error_flag_accuracy"] in (0.0, 1.0) and scores["BLEURTC"] is None
+    assert scores["error_flag_accuracy"] == flag_right and scores["error_sentence_accuracy"] == sentence_right
+    assert scores["BLEURTC"] is None and "bleurt" in scores["unavailable"]

@@ -41,18 +41,44 @@ def test_sweep_report_without_jobs_is_one_line(tmp_path):
     assert proc.returncode == 2 and proc.stderr.strip() == f"error: no */scores.json under {tmp_path}"
 
 
-@pytest.mark.embedded_lm
-def test_two_job_multirun_returns_the_metric_and_reports(tmp_path):
+def test_two_job_multirun_returns_each_jobs_objective_and_reports_them(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     sweep = tmp_path / "sweep"
-    proc = subprocess.run([sys.executable, str(ROOT / "main.py"), "-m", "program=archehr", "data.limit=1",
-                           "program.evidence.strict_threshold=4,5", f"cache_dir={tmp_path / 'cache'}",
-                           "progress=false", f"hydra.sweep.dir={sweep}"],
+    proc = subprocess.run([sys.executable, str(ROOT / "main.py"), "-m", "program=archehr", "metrics.bertscore=null",
+                           "program.evidence.strict_threshold=3,4", "progress=false", f"hydra.sweep.dir={sweep}"],
                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    objectives = [json.loads((sweep / str(i) / "scores.json").read_text())["objective"] for i in (0, 1)]
-    assert all(isinstance(o, float) for o in objectives)
+    jobs = [json.loads((sweep / str(i) / "scores.json").read_text()) for i in (0, 1)]
+    for scores in jobs:  # the objective is the mean of the subtask overall scores
+        overall = [scores[f"subtask_{i}"]["overall_score"] for i in (1, 2, 3, 4)]
+        assert scores["objective"] == pytest.approx(sum(overall) / 4)
+    # strict >= 3 selects more sentences than >= 4: the swept value reached the program
+    assert jobs[0]["subtask_2"]["strict_micro_recall"] > jobs[1]["subtask_2"]["strict_micro_recall"]
     report = subprocess.run([sys.executable, str(ROOT / "main.py"), "task=sweep_report", f"dir={sweep}",
                              f"hydra.run.dir={tmp_path / 'r'}"], capture_output=True, text=True, cwd=ROOT, env=env)
     assert report.returncode == 0, report.stderr[-1500:]
+    header, _, *rows = (sweep / "sweep_report.md").read_text().splitlines()
+    columns = [c.strip() for c in header.split("|")]
+    cells = [[c.strip() for c in r.split("|")] for r in rows]
+    threshold, objective = columns.index("program.evidence.strict_threshold"), columns.index("objective")
+    assert [r[threshold] for r in cells] == ["3", "4"]
+    assert [float(r[objective]) for r in cells] == pytest.approx([j["objective"] for j in jobs], abs=1e-4)
     assert (sweep / "sweep_program_evidence_strict_threshold.png").is_file()
+
+
+def test_compile_from_the_cli_scores_before_and_after_and_saves_the_state(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    save_to = tmp_path / "compiled" / "archehr_none.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "main.py"), "program=archehr", "task=compile", "optimizer=none",
+                           "optimizer.metric=archehr_evidence", f"program.optimize.save_to={save_to}",
+                           f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True, cwd=ROOT, env=env,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    scores = json.loads((tmp_path / "run" / "scores.json").read_text())
+    # the offline program on the 3 bundled cases: Subtask 2 strict F1 per case, averaged (0-1)
+    run = subprocess.run([sys.executable, str(ROOT / "main.py"), "program=archehr", "metrics.bertscore=null",
+                          f"hydra.run.dir={tmp_path / 'plain'}"], capture_output=True, text=True, cwd=ROOT, env=env)
+    per_case = json.loads((tmp_path / "plain" / "scores.json").read_text())["subtask_2"]["strict_macro_f1"] / 100
+    assert scores["before"] == scores["after"] == pytest.approx(per_case)
+    meta = json.loads(save_to.with_name(save_to.name + ".meta.json").read_text())
+    assert meta["program"] == "ArchEHRCascade" and meta["metric"] == "archehr_evidence" and run.returncode == 0

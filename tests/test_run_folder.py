@@ -1,0 +1,142 @@
+"""Run folders never mix or lose results: torn lines, hand-broken lines, locks, fingerprints, Ctrl-C, foreign keys."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from common.errors import RunFolderError
+from common.prediction_log import PredictionLog, PredictionLogError
+from common.run_folder import RunFolder
+from tests.conftest import ROOT
+
+DEV_CASES = ROOT / "data" / "archehr" / "dev_cases.xml"
+
+
+def log_at(tmp_path):
+    return PredictionLog(tmp_path / "predictions.jsonl", key=lambda r: r["case_id"])
+
+
+def test_a_torn_last_line_is_set_aside_and_the_next_record_starts_its_own_line(tmp_path):
+    log = log_at(tmp_path)
+    log.append({"case_id": "1"})
+    with log.path.open("a") as fh:
+        fh.write('{"case_id": "2", "clini')  # a run killed mid-write
+    assert list(log.read()) == ["1"]
+    assert (tmp_path / "predictions.jsonl.torn").read_text() == '{"case_id": "2", "clini\n'
+    log.append({"case_id": "2"})
+    assert [json.loads(line)["case_id"] for line in log.path.read_text().splitlines()] == ["1", "2"]
+
+
+def test_a_complete_last_record_without_its_newline_is_kept(tmp_path):
+    log = log_at(tmp_path)
+    log.path.write_text('{"case_id": "1"}\n{"case_id": "2"}')
+    assert list(log.read()) == ["1", "2"]
+    log.append({"case_id": "3"})
+    assert len(log.path.read_text().splitlines()) == 3
+
+
+def test_a_hand_broken_line_is_one_error_naming_file_and_line(tmp_path):
+    log = log_at(tmp_path)
+    log.path.write_text('{"case_id": "1"}\nnot json\n{"case_id": "3"}\n')
+    with pytest.raises(PredictionLogError, match=r"predictions.jsonl:2: not a JSON record"):
+        log.read()
+    log.path.write_text('{"other": 1}\n')
+    with pytest.raises(PredictionLogError, match=r"predictions.jsonl:1: record without its id field"):
+        log.read()
+
+
+def test_one_run_per_folder_and_stale_locks_are_taken_over(tmp_path):
+    with RunFolder(tmp_path, {"a": 1}), pytest.raises(RunFolderError, match=r"in use by another run \(PID \d+\)"):
+        # another process holds it: simulate with the parent's PID, which is alive
+        (tmp_path / "run.lock").write_text(f"{os.getppid()}\n")
+        with RunFolder(tmp_path, {"a": 1}):
+            pass
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / "run.lock").write_text(f"{dead.pid}\n")
+    with RunFolder(tmp_path, {"a": 1}):
+        assert (tmp_path / "run.lock").read_text().strip() == str(os.getpid())
+    assert not (tmp_path / "run.lock").exists()
+
+
+def test_a_changed_fingerprint_refuses_restarts_or_forces(tmp_path):
+    with RunFolder(tmp_path, {"program": {"align_threshold": 0.5}}) as folder:
+        folder.predictions.write_text('{"case_id": "1"}\n')
+    with pytest.raises(RunFolderError, match=r"program.align_threshold: 0.5 -> 0.95.*run.resume=restart"):
+        with RunFolder(tmp_path, {"program": {"align_threshold": 0.95}}):
+            pass
+    with RunFolder(tmp_path, {"program": {"align_threshold": 0.95}}, resume="force") as folder:
+        assert folder.predictions.exists()
+    with RunFolder(tmp_path, {"program": {"align_threshold": 0.5}}, resume="restart") as folder:
+        assert not folder.predictions.exists()
+        assert len(list(tmp_path.glob("predictions.jsonl.stale-*"))) == 1
+
+
+def main(*args, **kwargs):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, str(ROOT / "main.py"), *args, "progress=false", "metrics.bertscore=null"],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=600, **kwargs)
+
+
+def test_rerun_with_a_changed_config_refuses_in_one_line_then_restarts(tmp_path):
+    out = tmp_path / "run"
+    assert main("data.limit=2", f"hydra.run.dir={out}").returncode == 0
+    first = (out / "predictions.jsonl").read_text()
+    again = main("data.limit=2", "program.offline.align_threshold=0.95", f"hydra.run.dir={out}")
+    assert again.returncode == 2
+    assert again.stderr.strip().splitlines() == [again.stderr.strip()]  # one line
+    assert "program.offline.align_threshold: 0.6 -> 0.95" in again.stderr and "run.resume=restart" in again.stderr
+    assert (out / "predictions.jsonl").read_text() == first  # nothing stale was served or lost
+    restarted = main("data.limit=2", "program.offline.align_threshold=0.95", "run.resume=restart",
+                     f"hydra.run.dir={out}")
+    assert restarted.returncode == 0, restarted.stderr[-1500:]
+    assert (out / "predictions.jsonl").read_text() != first
+    same = main("data.limit=2", "program.offline.align_threshold=0.95", f"hydra.run.dir={out}")
+    assert same.returncode == 0 and "resuming: 2 cases already in" in same.stdout
+
+
+def test_own_cases_without_a_key_never_take_the_bundled_one(tmp_path):
+    # the bundled cases under another name: the same ids (901-903), but no key belongs to them
+    own = tmp_path / "my_cases.xml"
+    own.write_bytes((ROOT / "data" / "archehr" / "bundled_cases.xml").read_bytes())
+    out = tmp_path / "run"
+    proc = main(f"data.cases={own}", f"hydra.run.dir={out}")
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    for name in ("predictions.jsonl", "usage.json", "report.md", "config.json", "submission_subtask_2.json"):
+        assert (out / name).is_file(), name
+    scores = json.loads((out / "scores.json").read_text())  # subtask 1 only: the XML holds clinician questions
+    assert [scores[f"subtask_{i}"].get("unavailable", "") for i in (2, 3, 4)] == ["no key for these cases (data.key)"] * 3
+    foreign = main(f"data.cases={DEV_CASES}", f"data.key={ROOT / 'data' / 'archehr' / 'bundled_cases_key.json'}",
+                   f"hydra.run.dir={tmp_path / 'foreign'}")
+    assert foreign.returncode == 2 and "the key does not belong to the cases" in foreign.stderr
+    assert not (tmp_path / "foreign" / "predictions.jsonl").exists()  # refused before any case ran
+
+
+def test_ctrl_c_saves_finished_cases_in_one_line_and_the_rerun_resumes(tmp_path):
+    out = tmp_path / "run"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    args = [sys.executable, str(ROOT / "main.py"), f"data.cases={DEV_CASES}", "metrics.bertscore=null",
+            "progress=false", f"hydra.run.dir={out}"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    predictions = out / "predictions.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not (predictions.exists() and predictions.read_text().count("\n") >= 2):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    saved = predictions.read_text().count("\n")
+    if proc.returncode == 0:
+        pytest.skip("the run finished before the interrupt arrived")
+    assert proc.returncode == 130
+    assert stderr.strip().splitlines()[-1] == (f"interrupted: {saved} cases saved in {out}; rerun the same command "
+                                                "to resume")
+    assert "Traceback" not in stderr
+    resumed = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-1500:]
+    ids = [json.loads(line)["case_id"] for line in predictions.read_text().splitlines()]
+    assert len(ids) == len(set(ids)) == 34  # nothing lost, nothing run twice
