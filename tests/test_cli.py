@@ -146,3 +146,19 @@ def test_mediqa_embedded_lm_end_to_end_on_one_note(tmp_path):
     scores = json.loads((out / "scores.json").read_text())
     assert scores["error_flag_accuracy"] == flag_right and scores["error_sentence_accuracy"] == sentence_right
     assert scores["BLEURTC"] is None and "bleurt" in scores["unavailable"]
+
+
+@pytest.mark.embedded_lm
+def test_archehr2025_embedded_lm_writes_a_cited_answer_the_scorer_reads(tmp_path):
+    out = tmp_path / "run"
+    proc = main("program=archehr2025", "lm=embedded", "data.limit=1", "metrics.bertscore=null", f"hydra.run.dir={out}",
+                f"cache_dir={tmp_path / 'cache'}", "progress=false")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    from tasks.archehr2025.submission import parse_answer
+
+    (entry,) = json.loads((out / "submission.json").read_text())
+    parsed = parse_answer(entry["answer"])
+    assert entry["case_id"] == "901" and parsed.citations <= {str(i) for i in range(1, 11)} and parsed.citations
+    assert len(parsed.text.split()) <= 75
+    usage = json.loads((out / "usage.json").read_text())
+    assert "question" not in usage["stages"] or usage["stages"]["question"]["lm_calls"] == 0  # the question is given
