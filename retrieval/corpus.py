@@ -31,6 +31,7 @@ class CorpusSpec:
     metadata_fields: list[str] = field(default_factory=list)
     chunk_size: int = 1000
     chunk_overlap: int = 200
+    on_duplicate: str = "error"              # a doc id seen twice: error (one line, both places) | skip (counted)
 
 
 @dataclass(frozen=True)
@@ -73,27 +74,64 @@ def _open_text(path: Path) -> io.TextIOBase:
     return path.open("r", encoding="utf-8", newline="")
 
 
+def _open_bytes(path: Path):
+    return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
+
+
+def _jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Line by line from bytes, so a decoding error names its own line."""
+    n = 0
+    with _open_bytes(path) as fh:
+        for n, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise RetrievalError(f"{path}:{n}: not UTF-8 (byte 0x{raw[exc.start]:02x}); convert the file to "
+                                     "UTF-8") from None
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise RetrievalError(f"{path}:{n}: malformed JSON line ({exc.msg})") from None
+            if not isinstance(record, dict):
+                raise RetrievalError(f"{path}:{n}: a corpus line must be a JSON object, not {type(record).__name__}")
+            yield f"{path}:{n}", record
+
+
 def _records(spec: CorpusSpec, path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Yield (where, record) pairs; `where` names the file and line for error messages."""
-    with _open_text(path) as fh:
+    """Yield (where, record) pairs; `where` names the file and line for error messages. Bad bytes, a truncated
+    gzip stream and lines that are not JSON objects are one `RetrievalError` naming the file and line."""
+    where = str(path)
+    try:
         if spec.format == "jsonl":
-            for n, line in enumerate(fh, 1):
-                if line.strip():
-                    try:
-                        yield f"{path}:{n}", json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise RetrievalError(f"{path}:{n}: malformed JSON line ({exc.msg})") from None
+            for where, record in _jsonl(path):
+                yield where, record
         elif spec.format == "csv":
-            for n, row in enumerate(csv.DictReader(fh), 2):
-                yield f"{path}:{n}", row
+            with _open_text(path) as fh:
+                for n, row in enumerate(csv.DictReader(fh), 2):
+                    where = f"{path}:{n}"
+                    yield where, row
         elif spec.format == "txt":
-            stem = path.name.split(".")[0]
-            yield str(path), {"id": stem, spec.text_field: fh.read(), "title": stem}
+            with _open_text(path) as fh:
+                stem = path.name.split(".")[0]
+                yield str(path), {"id": stem, spec.text_field: fh.read(), "title": stem}
         else:
             raise RetrievalError(f"corpus {spec.name}: unknown format {spec.format!r} (jsonl, csv, txt)")
+    except UnicodeDecodeError as exc:
+        raise RetrievalError(f"{where}: not UTF-8 (byte 0x{exc.object[exc.start]:02x}); convert the file to UTF-8") \
+            from None
+    except (EOFError, gzip.BadGzipFile, OSError, csv.Error) as exc:
+        raise RetrievalError(f"{where}: cannot be read after this line ({type(exc).__name__}: {exc}); a truncated "
+                             "or corrupted file?") from None
 
 
-def iter_chunks(spec: CorpusSpec) -> Iterator[Chunk]:
+def iter_chunks(spec: CorpusSpec, duplicates: list[str] | None = None) -> Iterator[Chunk]:
+    """The chunks of every record. A doc id seen twice is an error naming both places, or with
+    `on_duplicate=skip` the later record is skipped and its place appended to `duplicates`."""
+    if spec.on_duplicate not in ("error", "skip"):
+        raise RetrievalError(f"corpus.on_duplicate must be error or skip, not {spec.on_duplicate!r}")
+    first_seen: dict[str, str] = {}
     for path in resolve_paths(spec):
         for where, rec in _records(spec, path):
             text = rec.get(spec.text_field)
@@ -102,6 +140,14 @@ def iter_chunks(spec: CorpusSpec) -> Iterator[Chunk]:
             doc_id = str(rec.get(spec.id_field or "id") or "")
             if not doc_id:
                 raise RetrievalError(f"{where}: no id field {spec.id_field!r}")
+            if doc_id in first_seen:
+                if spec.on_duplicate == "error":
+                    raise RetrievalError(f"{where}: duplicate doc id {doc_id!r} (first at {first_seen[doc_id]}); "
+                                         "fix the corpus or set corpus.on_duplicate=skip")
+                if duplicates is not None:
+                    duplicates.append(where)
+                continue
+            first_seen[doc_id] = where
             title = spec.title_separator.join(str(rec[f]) for f in spec.title_fields if rec.get(f))
             source = str(rec.get(spec.source_field) or "") if spec.source_field else (spec.source or spec.name)
             meta = {f: rec.get(f) for f in spec.metadata_fields if f in rec}

@@ -11,6 +11,7 @@ from tqdm import tqdm
 
 from retrieval.corpus import Chunk, CorpusSpec, corpus_hash, iter_chunks, resolve_paths
 from retrieval.embed import Embedder
+from retrieval.passage import RetrievalError
 
 
 class SearchBackend(Protocol):
@@ -21,10 +22,11 @@ class SearchBackend(Protocol):
 
 
 class IngestBackend(Protocol):
-    def prepare(self, corpus: str, corpus_hash: str) -> None: ...
+    def prepare(self, corpus: str, corpus_hash: str) -> list[str]: ...  # what an interrupted ingest left, repaired
     def existing_ids(self, ids: list[str]) -> set[str]: ...
     def add(self, chunks: list[Chunk], vectors: np.ndarray) -> None: ...
     def finalize(self) -> dict[str, Any]: ...
+    def consistent(self) -> list[str]: ...  # what lags behind the stored chunks (empty: consistent)
 
 
 @dataclass
@@ -36,13 +38,16 @@ class IngestReport:
     failed: int
     seconds: float
     finalize: dict[str, Any] | None = None
+    duplicates_skipped: int = 0
+    repaired: list[str] | None = None
 
 
 def ingest(spec: CorpusSpec, backend: IngestBackend, embedder: Embedder, *, batch_size: int = 256,
            progress: bool = True) -> IngestReport:
     start = time.perf_counter()
-    backend.prepare(spec.name, corpus_hash(resolve_paths(spec)))
-    chunks = list(iter_chunks(spec))
+    repaired = backend.prepare(spec.name, corpus_hash(resolve_paths(spec))) or []
+    duplicates: list[str] = []
+    chunks = list(iter_chunks(spec, duplicates))
     seen: set[str] = set()
     unique = [c for c in chunks if not (c.id in seen or seen.add(c.id))]
     added = skipped = failed = 0
@@ -59,5 +64,13 @@ def ingest(spec: CorpusSpec, backend: IngestBackend, embedder: Embedder, *, batc
             added += len(new) - int(result or 0)
         bar.update(len(batch))
     bar.close()
-    final = backend.finalize() if added else None  # nothing new: the built indexes stay as they are
-    return IngestReport(spec.name, len(unique), added, skipped, failed, time.perf_counter() - start, final)
+    # Rebuild when something was added or anything lags behind the stored chunks (an interrupted finalize)
+    lagging = backend.consistent()
+    final = backend.finalize() if added or lagging else None
+    if lagging:
+        repaired.extend(lagging)
+    still = backend.consistent()
+    if still:
+        raise RetrievalError(f"index {spec.name}: still inconsistent after the ingest ({'; '.join(still)})")
+    return IngestReport(spec.name, len(unique), added, skipped, failed, time.perf_counter() - start, final,
+                        len(duplicates), repaired)

@@ -6,11 +6,20 @@ Layout of an index directory:
     vectors.f32     all chunk vectors, float32, appended in vid order (the source of truth for rebuilds)
     dense.faiss     exact inner product below `hnsw_threshold` chunks, HNSW above
     bm25/           the bm25s index over the chunk texts
+
+Crash consistency: `add` inserts the rows, appends the vectors, then commits, so a crash leaves either nothing or
+vectors beyond the committed rows; `reconcile` (run by every ingest) cuts vectors.f32 back to the committed rows (or
+drops rows whose vectors a truncated file lost, so they are added again). `finalize` writes dense.faiss, bm25/ and
+the manifest each to a temporary name and renames it; the manifest's `count` is the commit marker. Every ingest ends
+with `consistent()` and rebuilds what lags; opening an index for search checks the counts and names the command that
+repairs it instead of failing inside FAISS, bm25s or SQLite.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -108,8 +117,19 @@ class LocalIndex:
         if self._manifest is None:
             if not self.manifest_path.exists():
                 raise RetrievalError(f"no index at {self.path}: build one with `python main.py task=index corpus=...`")
-            self._manifest = json.loads(self.manifest_path.read_text())
+            try:
+                manifest = json.loads(self.manifest_path.read_text(encoding="utf-8"))
+                if not isinstance(manifest, dict) or "embedder" not in manifest or "dim" not in manifest:
+                    raise ValueError("not a clinprog index manifest")
+            except (OSError, ValueError) as exc:
+                raise RetrievalError(f"{self.manifest_path}: unreadable manifest ({exc}); rebuild the index: "
+                                     f"remove {self.path} and run `python main.py task=index corpus=...`") from None
+            self._manifest = manifest
         return self._manifest
+
+    def _repair_hint(self) -> str:
+        corpora = " ".join(f"corpus={c}" for c in (self._manifest or {}).get("corpora", {})) or "corpus=..."
+        return f"`python main.py task=index {corpora} index_dir={self.path}` repairs it (or remove the folder and re-index)"
 
     def check_embedder(self) -> None:
         m = self.manifest()
@@ -118,19 +138,73 @@ class LocalIndex:
                 f"index at {self.path} was built with embedder {m['embedder']} (dim {m['dim']}); this run uses "
                 f"{self.embedder.name} (dim {self.embedder.dim}). Query with the same embedder, or re-index.")
 
-    def _conn(self) -> sqlite3.Connection:
+    def _conn(self, create: bool = False) -> sqlite3.Connection:
         if self._db is None:
+            store = self.path / "store.sqlite"
+            if not create and not store.exists():  # never create an empty store while opening an index
+                raise RetrievalError(f"index at {self.path} has no store.sqlite; {self._repair_hint()}")
             self.path.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path / "store.sqlite", check_same_thread=False)
-            self._db.execute(SCHEMA)
+            try:
+                self._db = sqlite3.connect(store, check_same_thread=False)
+                self._db.execute(SCHEMA)
+            except sqlite3.DatabaseError as exc:
+                self._db = None
+                raise RetrievalError(f"{store}: not a readable SQLite store ({exc}); {self._repair_hint()}") from None
         return self._db
+
+    def _vector_rows(self) -> int:
+        path = self.path / "vectors.f32"
+        return path.stat().st_size // (4 * int(self.manifest()["dim"])) if path.exists() else 0
+
+    def reconcile(self) -> list[str]:
+        """Finish or undo a write phase a crash interrupted: make vectors.f32 and store.sqlite hold the same rows."""
+        repaired: list[str] = []
+        with self._lock:
+            db = self._conn(create=True)
+            rows = int(db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+            path, row_bytes = self.path / "vectors.f32", 4 * int(self.manifest()["dim"])
+            size = path.stat().st_size if path.exists() else 0
+            if size > rows * row_bytes:  # vectors appended, then the commit of their rows was lost
+                with path.open("r+b") as fh:
+                    fh.truncate(rows * row_bytes)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                repaired.append(f"vectors.f32 cut back from {size / row_bytes:g} to the {rows} committed rows")
+            elif size < rows * row_bytes:  # a truncated vectors file: those rows are added again
+                keep = size // row_bytes
+                db.execute("DELETE FROM chunks WHERE vid >= ?", (keep,))
+                db.commit()
+                with path.open("r+b") if path.exists() else path.open("wb") as fh:
+                    fh.truncate(keep * row_bytes)
+                repaired.append(f"store.sqlite rows {keep}..{rows - 1} had no vectors: removed, they are re-added")
+        return repaired
+
+    def consistent(self) -> list[str]:
+        """What lags behind the stored rows (empty when manifest, store, vectors, FAISS and BM25 agree)."""
+        n = self.count()
+        lagging = []
+        if int(self.manifest().get("count", -1)) != n:
+            lagging.append(f"manifest says {self.manifest().get('count')} chunks, store.sqlite holds {n}")
+        if self._vector_rows() != n:
+            lagging.append(f"vectors.f32 holds {self._vector_rows()} rows, store.sqlite {n}")
+        if not (self.path / "dense.faiss").exists():
+            lagging.append("dense.faiss is missing")
+        bm25_params = self.path / "bm25" / "params.index.json"
+        try:
+            bm25_docs = int(json.loads(bm25_params.read_text())["num_docs"])
+        except (OSError, ValueError, KeyError):
+            lagging.append("bm25/ is missing or unreadable")
+        else:
+            if bm25_docs != n:
+                lagging.append(f"bm25/ indexes {bm25_docs} chunks, store.sqlite {n}")
+        return lagging
 
     def count(self) -> int:
         with self._lock:
             return int(self._conn().execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
 
     # ---------------------------------------------------------------- ingestion
-    def prepare(self, corpus: str, corpus_hash: str) -> None:
+    def prepare(self, corpus: str, corpus_hash: str) -> list[str]:
         """Create or reopen the index for ingestion; refuse to mix embedders."""
         if self.manifest_path.exists():
             self.check_embedder()
@@ -139,6 +213,7 @@ class LocalIndex:
             self._manifest = {"embedder": self.embedder.name, "dim": self.embedder.dim, "corpora": {}, "count": 0}
             self._write_manifest()
         self.manifest()["corpora"][corpus] = corpus_hash
+        return self.reconcile()
 
     def existing_ids(self, ids: list[str]) -> set[str]:
         found: set[str] = set()
@@ -157,17 +232,21 @@ class LocalIndex:
             return
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         with self._lock:
-            db = self._conn()
+            db = self._conn(create=True)
             start = int(db.execute("SELECT COALESCE(MAX(vid) + 1, 0) FROM chunks").fetchone()[0])
             db.executemany("INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?)", [
                 (start + i, c.id, c.doc_id, c.title, c.text, c.source, json.dumps(c.metadata))
                 for i, c in enumerate(chunks)])
-            with (self.path / "vectors.f32").open("ab") as fh:
+            with (self.path / "vectors.f32").open("ab") as fh:  # vectors first: reconcile() cuts an uncommitted tail
                 fh.write(vectors.tobytes())
+                fh.flush()
+                os.fsync(fh.fileno())
             db.commit()
 
     def _write_manifest(self) -> None:
-        self.manifest_path.write_text(json.dumps(self._manifest, indent=2) + "\n")
+        tmp = self.manifest_path.with_name("manifest.json.tmp")
+        tmp.write_text(json.dumps(self._manifest, indent=2) + "\n")
+        os.replace(tmp, self.manifest_path)
 
     def finalize(self) -> dict[str, Any]:
         """Rebuild the dense and BM25 indexes over everything stored; write the manifest."""
@@ -179,7 +258,8 @@ class LocalIndex:
         start = time.perf_counter()
         dense, kind = build_dense_index(vectors, hnsw_threshold=self.hnsw_threshold, hnsw_m=self.hnsw_m,
                                         ef_construction=self.ef_construction, ef_search=self.ef_search)
-        faiss.write_index(dense, str(self.path / "dense.faiss"))
+        faiss.write_index(dense, str(self.path / "dense.faiss.tmp"))
+        os.replace(self.path / "dense.faiss.tmp", self.path / "dense.faiss")
         dense_seconds = time.perf_counter() - start
 
         start = time.perf_counter()
@@ -187,7 +267,14 @@ class LocalIndex:
         bm25 = bm25s.BM25(backend=self.bm25_backend)
         bm25.index(bm25s.tokenize(texts, stopwords="en", stemmer=self._stemmer(), show_progress=False),
                    show_progress=False)
-        bm25.save(str(self.path / "bm25"))
+        fresh, old = self.path / "bm25.tmp", self.path / "bm25.old"
+        shutil.rmtree(fresh, ignore_errors=True)
+        bm25.save(str(fresh))
+        if (self.path / "bm25").exists():
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(self.path / "bm25", old)
+        os.replace(fresh, self.path / "bm25")
+        shutil.rmtree(old, ignore_errors=True)
         bm25_seconds = time.perf_counter() - start
 
         self._manifest.update({"count": n, "dense_index": kind, "updated": time.strftime("%Y-%m-%dT%H:%M:%S")})
@@ -210,14 +297,25 @@ class LocalIndex:
         import faiss
 
         self.check_embedder()
+        lagging = self.consistent()  # counts and sizes only: cheap
+        if lagging:
+            raise RetrievalError(f"index at {self.path} is inconsistent ({'; '.join(lagging)}); {self._repair_hint()}")
         with self._lock:
-            if self._dense is None:
-                self._dense = faiss.read_index(str(self.path / "dense.faiss"))
-                if hasattr(self._dense, "hnsw"):
-                    self._dense.hnsw.efSearch = self.ef_search
-            if self._bm25 is None:
-                self._bm25 = bm25s.BM25.load(str(self.path / "bm25"), mmap=True)
-                self._bm25.backend = self.bm25_backend
+            try:
+                if self._dense is None:
+                    self._dense = faiss.read_index(str(self.path / "dense.faiss"))
+                    if hasattr(self._dense, "hnsw"):
+                        self._dense.hnsw.efSearch = self.ef_search
+                if self._bm25 is None:
+                    self._bm25 = bm25s.BM25.load(str(self.path / "bm25"), mmap=True)
+                    self._bm25.backend = self.bm25_backend
+            except Exception as exc:  # a corrupted file: FAISS raises RuntimeError, bm25s OSError/ValueError
+                self._dense = self._bm25 = None
+                raise RetrievalError(f"index at {self.path} cannot be opened ({type(exc).__name__}: "
+                                     f"{str(exc).splitlines()[0][:200]}); {self._repair_hint()}") from None
+            if self._dense.ntotal != int(self.manifest()["count"]):
+                raise RetrievalError(f"index at {self.path}: dense.faiss holds {self._dense.ntotal} vectors, the manifest "
+                                     f"{self.manifest()['count']}; {self._repair_hint()}")
 
     def _dense_search(self, qvecs: np.ndarray, k: int) -> list[dict[int, float]]:
         scores, ids = self._dense.search(qvecs, k)

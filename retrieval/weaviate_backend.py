@@ -103,7 +103,7 @@ class WeaviateIndex:
         return self.client().collections.get(self.collection_name)
 
     # ---------------------------------------------------------------- ingestion
-    def prepare(self, corpus: str, corpus_hash: str) -> None:
+    def prepare(self, corpus: str, corpus_hash: str) -> list[str]:
         from weaviate.classes.config import Configure, DataType, Property, Tokenization
 
         client = self.client()
@@ -127,6 +127,7 @@ class WeaviateIndex:
                 replication_config=Configure.replication(factor=self.replication_factor),
             )
         self.check_embedder()
+        return []
 
     def check_embedder(self) -> None:
         config = self._collection().config.get()
@@ -166,6 +167,9 @@ class WeaviateIndex:
     def finalize(self) -> dict[str, Any]:
         total = self._collection().aggregate.over_all(total_count=True).total_count
         return {"count": total, "collection": self.collection_name}
+
+    def consistent(self) -> list[str]:
+        return []  # the server keeps its vector and inverted indexes consistent with the objects it stores
 
     def count(self) -> int:
         return int(self.finalize()["count"])

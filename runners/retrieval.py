@@ -37,7 +37,10 @@ def index(cfg: DictConfig) -> None:
     report = ingest(spec, backend, embedder, progress=cfg.progress)
     write_json(output_dir() / "index_report.json", asdict(report))
     print(f"index {spec.name}: {report.chunks} chunks, {report.added} added, {report.skipped} already indexed, "
-          f"{report.failed} failed, {report.seconds:.1f} s" + (f"; {report.finalize}" if report.finalize else ""))
+          f"{report.failed} failed, {report.seconds:.1f} s" + (f"; {report.finalize}" if report.finalize else "")
+          + (f"; {report.duplicates_skipped} duplicate doc ids skipped" if report.duplicates_skipped else ""))
+    for note in report.repaired or []:
+        print(f"repaired: {note}")
 
 
 def search(cfg: DictConfig) -> None:
