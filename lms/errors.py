@@ -1,7 +1,39 @@
-"""One error type for every LM setup problem, so the CLI can print it as one line."""
+"""One error type for every LM setup or runtime problem, so the CLI can print it as one line."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+from urllib.parse import urlparse
 
 from common.errors import ClinprogError
 
 
 class LMConfigError(ClinprogError, RuntimeError):
     """A backend cannot be used: missing API key, unreachable server, missing model file."""
+
+
+class LMRuntimeError(LMConfigError):
+    """The backend failed while the run was using it: unreachable, timed out, or answered with an error."""
+
+
+# Where each API backend sends its requests when the config names no api_base.
+DEFAULT_HOSTS = {"gemini_lm": "generativelanguage.googleapis.com", "openai_lm": "api.openai.com"}
+
+
+def lm_failure(lm_cfg: Any, exc: BaseException) -> LMRuntimeError:
+    """One line naming the backend, its host and what failed; the API key (if any) never appears in it."""
+    client = lm_cfg.get("client") or {}
+    builder = str(client.get("_target_", "")).rsplit(".", 1)[-1]
+    backend = builder.removesuffix("_lm") or "lm"
+    host = urlparse(str(client.get("api_base"))).netloc if client.get("api_base") else DEFAULT_HOSTS.get(builder)
+    detail = exc
+    while detail.__cause__ is not None and str(detail.__cause__).strip():
+        detail = detail.__cause__  # the transport error (DNS, refused, timeout) under DSPy's wrapper
+    text = (str(detail).strip().splitlines() or [""])[0][:240]
+    key_env = client.get("api_key_env")
+    secret = os.environ.get(key_env) if key_env else None
+    if secret:
+        text = text.replace(secret, "***")
+    where = f"lm={backend}" + (f" ({host})" if host else "") + f", model {client.get('model')}"
+    return LMRuntimeError(f"{where} failed: {type(detail).__name__}: {text}")

@@ -11,6 +11,7 @@ import logging
 import sys
 from typing import Any
 
+from dspy.utils.exceptions import LMError
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -18,6 +19,7 @@ from common.contract import Inputs, ProgramContract
 from common.errors import ClinprogError, ConfigError
 from common.prediction_log import PredictionLog
 from common.run_folder import RunFolder, file_sha256
+from lms.errors import lm_failure
 from runners.common import Interrupted, configure_dspy, output_dir, run_resumable, write_json
 
 log = logging.getLogger(__name__)
@@ -116,9 +118,16 @@ def run(cfg: DictConfig) -> float | None:
         role_lms = build_role_lms(cfg.lm, roles) if roles else {}   # a missing key / dead server fails here
         program = contract.build(cfg, role_lms)
         predictions = PredictionLog(folder.predictions, contract.record_id)
+
+        def predict(item: Any) -> dict[str, Any]:
+            try:
+                return contract.predict(program, item)
+            except LMError as exc:  # unreachable API, timeout, provider error: one line naming backend and host
+                raise lm_failure(cfg.lm, exc) from None
+
         try:
-            done = run_resumable(inputs.items, contract.item_id, lambda item: contract.predict(program, item),
-                                 predictions, num_threads=int(cfg.lm.get("num_threads", 1)) if roles else 1,
+            done = run_resumable(inputs.items, contract.item_id, predict, predictions,
+                                 num_threads=int(cfg.lm.get("num_threads", 1)) if roles else 1,
                                  progress=cfg.progress, unit=contract.unit)
         except Interrupted as exc:
             print(f"interrupted: {exc.saved} {contract.unit}s saved in {out}; rerun the same command to resume",

@@ -23,7 +23,23 @@ def with_output_schema(signature: type[dspy.Signature], field: str, json_schema:
 
 
 class ConstrainedJSONAdapter(dspy.JSONAdapter):
-    """DSPy's JSONAdapter, plus the per-field schemas attached with `with_output_schema`."""
+    """DSPy's JSONAdapter, plus the per-field schemas attached with `with_output_schema`, and strict types for text:
+    a list or an object where a `str` field is expected is a parse failure (the stage's fallback), never the text
+    "['x']" (DSPy would otherwise cast it with str())."""
+
+    def parse(self, signature, completion):
+        import json_repair
+        from dspy.utils.exceptions import AdapterParseError
+
+        raw = json_repair.loads(completion)
+        if isinstance(raw, dict):
+            for name, field in signature.output_fields.items():
+                if field.annotation is str and isinstance(raw.get(name), list | dict):
+                    raise AdapterParseError(adapter_name=type(self).__name__, signature=signature,
+                                            lm_response=completion,
+                                            message=f"field {name} must be a string, got a JSON "
+                                                    f"{type(raw[name]).__name__}")
+        return super().parse(signature, completion)
 
     def _prepare_response_format(self, lm, lm_kwargs, signature):
         super()._prepare_response_format(lm, lm_kwargs, signature)

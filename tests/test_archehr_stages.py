@@ -96,3 +96,10 @@ def test_alignment_parse_failure_claims_no_support(dummy_lm):
     out = archehr_stage("alignment", "lm")(answer_sentences=answers, sentences=SENTS)
     assert out.alignment == [{"answer_id": "1", "evidence_id": []}, {"answer_id": "2", "evidence_id": []}]
     assert "1 citation lists for 2 answer sentences" in out.fallback
+
+
+def test_a_list_where_text_is_expected_is_a_parse_failure_not_text(dummy_lm):
+    dummy_lm([{"clinician_question": ["Why", "surgery?"]}])
+    out = archehr_stage("question", "lm")(patient_narrative="Why did I need surgery?")
+    assert out.clinician_question == "Why did I need surgery?"  # the documented fallback, not "['Why', 'surgery?']"
+    assert out.fallback.startswith("AdapterParseError: field clinician_question must be a string")

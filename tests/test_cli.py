@@ -162,3 +162,30 @@ def test_archehr2025_embedded_lm_writes_a_cited_answer_the_scorer_reads(tmp_path
     assert len(parsed.text.split()) <= 75
     usage = json.loads((out / "usage.json").read_text())
     assert "question" not in usage["stages"] or usage["stages"]["question"]["lm_calls"] == 0  # the question is given
+
+
+def test_an_lm_server_that_refuses_mid_run_is_one_line_naming_backend_and_host(tmp_path):
+    proc = main("program=archehr", "lm=openai_compatible", "lm.client.api_base=http://127.0.0.1:9/v1",
+                "lm.client.check=false", "lm.client.num_retries=0", f"hydra.run.dir={tmp_path}", "progress=false")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: lm=openai_compatible (127.0.0.1:9), model local-model failed:")
+
+
+def test_lm_failure_names_the_api_host_and_never_the_key(monkeypatch):
+    from omegaconf import OmegaConf
+
+    from lms.errors import lm_failure
+
+    monkeypatch.setenv("GEMINI_API_KEY", "sk-secret-123")
+    cfg = OmegaConf.create({"client": {"_target_": "lms.factory.gemini_lm", "model": "gemini-2.5-pro",
+                                       "api_key_env": "GEMINI_API_KEY"}})
+    try:
+        try:
+            raise OSError("[Errno -3] name resolution failed for key=sk-secret-123")
+        except OSError as dns:
+            raise RuntimeError("LMUnexpectedError") from dns
+    except RuntimeError as exc:
+        message = str(lm_failure(cfg, exc))
+    assert message.startswith("lm=gemini (generativelanguage.googleapis.com), model gemini-2.5-pro failed: OSError")
+    assert "sk-secret-123" not in message and "***" in message

@@ -1,5 +1,7 @@
 """MEDIQA-CORR loader, submission format and official-equivalent metrics, against hand-computed values."""
 
+import csv
+import io
 from pathlib import Path
 
 import pytest
@@ -114,3 +116,28 @@ def test_unconfigured_bleurt_is_unavailable_even_without_text_pairs(tmp_path):
     notes = labelled(tmp_path)[1:2]  # a no-error note predicted as no error: no text pairs at all
     s = score(notes, {"ms-b": no_error("ms-b")}, CorrMetricsConfig(bertscore=None))
     assert s["BLEURTC"] is None and s["R1FC"] == 1.0 and s["AggregateC"] == 1.0
+
+
+def test_bad_mediqa_inputs_are_one_line_errors(tmp_path):
+    source = VALIDATION.read_text(encoding="utf-8-sig")
+    cut = tmp_path / "cut.csv"
+    cut.write_text(source[: source.index("ms-val-3") + 400], encoding="utf-8")
+    with pytest.raises(MediqaDataError, match=r"cut.csv, row \d+: row has \d of 9 columns \(a file cut inside a quoted"):
+        load_notes(cut)
+    header, first, *_ = source.split("\nms-val-")
+    twice = tmp_path / "twice.csv"
+    twice.write_text(f"{header}\nms-val-{first}\nms-val-{first}\n", encoding="utf-8")
+    with pytest.raises(MediqaDataError, match=r"\(ms-val-0\): duplicate 'Text ID' \(first at row 2\)"):
+        load_notes(twice)
+    moved = tmp_path / "moved.csv"
+    rows = list(csv.reader(io.StringIO(source)))
+    rows = [rows[0], rows[1]]
+    rows[1][rows[0].index("Error Sentence ID")] = "99"
+    with moved.open("w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows(rows)
+    with pytest.raises(MediqaDataError, match=r"'Error Sentence ID' 99 is not a sentence of the note"):
+        load_notes(moved)
+    latin = tmp_path / "run.txt"
+    latin.write_bytes('ms-val-0 1 5 "caf\u00e9"\n'.encode("latin-1"))
+    with pytest.raises(MediqaDataError, match=r"run.txt: not UTF-8"):
+        read_submission(latin)

@@ -7,6 +7,7 @@ surrounded by newlines and indentation in the official files, so every text is s
 from __future__ import annotations
 
 import json
+import logging
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 from common.errors import ClinprogError
 
 RELEVANCE_LABELS = ("essential", "supplementary", "not-relevant")
+log = logging.getLogger(__name__)
 
 
 class ArchEHRDataError(ClinprogError, ValueError):
@@ -101,6 +103,9 @@ def _parse_case(elem: ET.Element, where: str) -> Case:
         if not aid:
             raise ArchEHRDataError(f"{ctx}: <answer_sentences>/<sentence> without an id attribute")
         answers.append(AnswerSentence(aid, _text(s)))
+    if note and not sentences:
+        log.warning("%s: <note_excerpt> has text but no <note_excerpt_sentences>/<sentence> elements: the case runs "
+                    "stage 1 only (evidence ids need sentence elements)", ctx)
     return Case(case_id, narrative, phrases, clinician, note, tuple(sentences), tuple(answers))
 
 

@@ -91,14 +91,22 @@ def load_notes(path: str | Path, limit: int | None = None) -> list[Note]:
                 raise MediqaDataError(f"{path}: missing columns {missing}; found {columns}")
             labelled = all(c in columns for c in LABELS)
             notes: list[Note] = []
+            first_row: dict[str, str] = {}
             for n, row in enumerate(reader, 2):
                 if not any((v or "").strip() for k, v in row.items() if k is not None):
                     continue  # all-empty padding row
                 where = f"{path}, row {n}"
+                if None in row.values() or None in row:
+                    # DictReader pads a short row with None (a file cut inside a quoted field ends this way)
+                    raise MediqaDataError(f"{where}: row has {sum(v is not None for v in row.values())} of "
+                                          f"{len(columns)} columns (a file cut inside a quoted field?)")
                 text_id = (row.get("Text ID") or "").strip()
                 if not text_id:
                     raise MediqaDataError(f"{where}: empty 'Text ID'")
                 where = f"{path}, row {n} ({text_id})"
+                if text_id in first_row:
+                    raise MediqaDataError(f"{where}: duplicate 'Text ID' (first at row {first_row[text_id]})")
+                first_row[text_id] = str(n)
                 kwargs = {}
                 if labelled and (row.get("Error Flag") or "").strip():
                     flag = _int(row["Error Flag"], where, "Error Flag")
@@ -113,8 +121,12 @@ def load_notes(path: str | Path, limit: int | None = None) -> list[Note]:
                         "corrected_sentence": corrected,
                         "error_type": (row.get("Error Type") or "").strip() or None,
                     }
-                notes.append(Note(text_id, (row.get("Text") or "").strip(), parse_sentences(row["Sentences"], where),
-                                  **kwargs))
+                sentences = parse_sentences(row["Sentences"], where)
+                sid = kwargs.get("error_sentence_id", -1)
+                if kwargs.get("error_flag") == 1 and str(sid) not in {s for s, _ in sentences}:
+                    raise MediqaDataError(f"{where}: 'Error Sentence ID' {sid} is not a sentence of the note "
+                                          f"(ids {sentences[0][0]}..{sentences[-1][0]})")
+                notes.append(Note(text_id, (row.get("Text") or "").strip(), sentences, **kwargs))
                 if limit and len(notes) >= limit:
                     break
     except csv.Error as exc:

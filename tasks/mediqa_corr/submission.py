@@ -46,7 +46,11 @@ def read_submission(path: str | Path) -> dict[str, Correction]:
     if not path.is_file():
         raise MediqaDataError(f"{path}: no such submission file")
     out: dict[str, Correction] = {}
-    for n, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        text_lines = path.read_bytes().decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise MediqaDataError(f"{path}: not UTF-8 (byte {exc.start}); save the submission as UTF-8") from None
+    for n, raw in enumerate(text_lines, 1):
         line = raw.strip()
         if not line:
             continue
