@@ -140,3 +140,24 @@ def test_ctrl_c_saves_finished_cases_in_one_line_and_the_rerun_resumes(tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-1500:]
     ids = [json.loads(line)["case_id"] for line in predictions.read_text().splitlines()]
     assert len(ids) == len(set(ids)) == 34  # nothing lost, nothing run twice
+
+
+def test_two_concurrent_runs_into_one_folder_the_second_refuses(tmp_path):
+    out = tmp_path / "run"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    args = [sys.executable, str(ROOT / "main.py"), f"data.cases={DEV_CASES}", "metrics.bertscore=null",
+            "progress=false", f"hydra.run.dir={out}"]
+    first = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not (out / "run.lock").exists():
+        time.sleep(0.05)
+    second = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    first_rc = first.wait(timeout=600)
+    assert first_rc == 0, first.stderr.read()[-1500:]
+    if "in use by another run" not in second.stderr:
+        pytest.skip("the first run finished before the second started")
+    assert second.returncode == 2
+    assert second.stderr.strip() == (f"error: {out} is in use by another run (PID {first.pid}); wait for it to finish "
+                                     "or run into another folder (omit hydra.run.dir)")
+    ids = [json.loads(line)["case_id"] for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert len(ids) == len(set(ids)) == 34  # each case once: the second run did not redo any
