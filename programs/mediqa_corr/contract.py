@@ -14,7 +14,7 @@ from programs.mediqa_corr import metrics as optimizer_metrics
 from programs.mediqa_corr.pipeline import ROLES
 from tasks.mediqa_corr.data import Note, load_notes
 from tasks.mediqa_corr.metrics import CorrMetricsConfig, score
-from tasks.mediqa_corr.submission import Correction, read_submission, write_submission
+from tasks.mediqa_corr.submission import Correction, parse_line, read_submission, write_submission
 from tasks.text_metrics import bertscore_config
 
 SPLITS = {"run": ("path", "limit"), "train": ("train", "train_limit"), "val": ("val", "val_limit")}
@@ -84,6 +84,12 @@ class MediqaCorrContract(ProgramContract[Note]):
     def write_submission(self, records: list[dict[str, Any]], out: Path) -> list[Path]:
         return [write_submission(self.corrections(records), out / "submission.txt")]
 
+    @staticmethod
+    def as_scored(records: list[dict[str, Any]]) -> dict[str, Correction]:
+        """The corrections as the official scorer reads them back from the submission lines we write."""
+        parsed = [parse_line(c.line()) for c in MediqaCorrContract.corrections(records)]
+        return {c.text_id: c for c in parsed if c is not None}
+
     def _metrics_config(self, cfg: DictConfig) -> CorrMetricsConfig:
         return CorrMetricsConfig(bertscore=bertscore_config(cfg.metrics.get("bertscore")),
                                  bleurt_checkpoint=cfg.metrics.get("bleurt_checkpoint"))
@@ -97,16 +103,22 @@ class MediqaCorrContract(ProgramContract[Note]):
     def score(self, cfg: DictConfig, inputs: Inputs[Note], records: list[dict[str, Any]]) -> dict[str, Any] | None:
         if not inputs.references["labelled"]:
             return None
-        return self._score(cfg, inputs.items, {c.text_id: c for c in self.corrections(records)})
+        return self._score(cfg, inputs.items, self.as_scored(records))
 
     def score_files(self, cfg: DictConfig, inputs: Inputs[Note], path: str) -> dict[str, Any]:
-        return self._score(cfg, inputs.items, read_submission(Path(path)))
+        invalid: list[str] = []
+        scores = self._score(cfg, inputs.items, read_submission(Path(path), invalid))
+        scores["invalid_lines"] = invalid  # skipped, as the official script does ("Invalid line")
+        return scores
 
     def print_scores(self, scores: dict[str, Any]) -> None:
         print(", ".join(f"{k}={scores[k]:.4f}" if scores.get(k) is not None else f"{k}=unavailable"
                         for k in SCORE_KEYS))
         for name, reason in (scores.get("unavailable") or {}).items():
             print(f"  {name}: {reason}")
+        if scores.get("invalid_lines"):
+            print(f"  skipped {len(scores['invalid_lines'])} lines that fail the official line pattern (as the official "
+                  f"script does), first: {scores['invalid_lines'][0]}")
 
     def usage(self, records: list[dict[str, Any]]) -> dict[str, Any]:
         n = max(len(records), 1)

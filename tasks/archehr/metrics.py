@@ -50,6 +50,17 @@ def _case_prf_st2(pred: set[str], gold: set[str]) -> tuple[float, float, float]:
     return _prf(len(pred & gold), len(pred), len(gold))
 
 
+def official_prediction(text: str, max_words: int, case_id: str, subtask: str) -> str:
+    """As the official loaders: strip; an empty prediction is rejected; only a text over `max_words` is cut and
+    re-joined with single spaces, so a shorter text keeps its newlines (ROUGE-Lsum splits sentences on them and the
+    13a tokenizer joins "follow-\nup")."""
+    text = text.strip()
+    if not text:
+        raise SubmissionError(f"{subtask}, case {case_id}: empty prediction")
+    words = text.split()
+    return " ".join(words[:max_words]) if len(words) > max_words else text
+
+
 def _check_case_ids(submitted: set[str], expected: set[str], subtask: str) -> None:
     if submitted != expected:
         missing, extra = sorted(expected - submitted), sorted(submitted - expected)
@@ -140,7 +151,7 @@ def score_subtask1(predictions: dict[str, str], cases: list[Case], cfg: MetricsC
     _check_case_ids(set(predictions), set(refs_by_id), "subtask 1")
     ids = sorted(predictions, key=lambda x: (len(x), x))
     refs = [refs_by_id[i] for i in ids]
-    preds = [" ".join(predictions[i].split()[:15]) for i in ids]  # the official scorer truncates to 15 words
+    preds = [official_prediction(predictions[i], 15, i, "subtask 1") for i in ids]
     values: dict[str, Any] = {k: 100 * v for k, v in rouge(refs, preds).items()}
     model_values, unavailable = model_metrics(refs, preds, cfg)
     values.update(model_values)
@@ -155,7 +166,7 @@ def score_subtask3(predictions: dict[str, str], key: dict[str, KeyCase], cases: 
     sources = {c.case_id: c.patient_narrative for c in cases}
     ids = sorted(predictions, key=lambda x: (len(x), x))
     refs = [refs_by_id[i] for i in ids]
-    preds = [" ".join(predictions[i].split()[:75]) for i in ids]
+    preds = [official_prediction(predictions[i], 75, i, "subtask 3") for i in ids]
     values: dict[str, Any] = {"bleu": 100 * bleu(refs, preds)}
     values.update({k: 100 * v for k, v in rouge(refs, preds).items()})
     values["sari"] = sari([sources[i] for i in ids], preds, [[r] for r in refs])

@@ -112,8 +112,10 @@ def load_notes(path: str | Path, limit: int | None = None) -> list[Note]:
                     flag = _int(row["Error Flag"], where, "Error Flag")
                     if flag not in (0, 1):
                         raise MediqaDataError(f"{where}: 'Error Flag' must be 0 or 1, not {flag}")
-                    corrected = " ".join((row.get("Corrected Sentence") or "").split())
-                    corrected = None if corrected in ("", "NA") else corrected  # releases write "NA" or leave it empty
+                    # Kept raw, as the official scorer keeps it (trailing whitespace and newlines change its ROUGE);
+                    # releases write "NA" or leave the cell empty for no correction (pandas reads both as NaN).
+                    raw = row.get("Corrected Sentence") or ""
+                    corrected = None if raw.strip() in ("", "NA") else raw
                     kwargs = {
                         "error_flag": flag,
                         "error_sentence_id": _int(row.get("Error Sentence ID") or "-1", where, "Error Sentence ID"),

@@ -31,9 +31,11 @@ def _clip(x: float) -> float:
 
 
 def accuracy(notes: list[Note], predictions: dict[str, Correction]) -> dict[str, float]:
-    flags = sum(1 for n in notes if n.text_id in predictions and predictions[n.text_id].flag == n.error_flag)
+    """As the official script: flag and sentence id compared as strings (a zero-padded "01" is not "1")."""
+    flags = sum(1 for n in notes if n.text_id in predictions
+                and predictions[n.text_id].flag_as_written == str(n.error_flag))
     sents = sum(1 for n in notes if n.text_id in predictions
-                and predictions[n.text_id].sentence_id == n.error_sentence_id)
+                and predictions[n.text_id].sentence_id_as_written == str(n.error_sentence_id))
     return {"error_flag_accuracy": flags / len(notes), "error_sentence_accuracy": sents / len(notes)}
 
 
@@ -49,7 +51,7 @@ def nlg_pairs(notes: list[Note], predictions: dict[str, Correction]) -> tuple[li
         if pred is None:
             continue
         counters["total_system_texts"] += 1
-        cand = "NA" if pred.flag == 0 else pred.corrected
+        cand = pred.corrected  # "NA" exactly when the flag was written "0" (the official rule)
         counters["system_provided_na"] += cand == "NA"
         if ref == "NA" and cand == "NA":
             counters["system_provided_correct_na"] += 1

@@ -18,6 +18,17 @@ class Correction:
     flag: int
     sentence_id: int
     corrected: str  # "NA" when flag == 0
+    # The fields as written in a submission file: the official scorer compares strings ("01" is not "1").
+    flag_text: str | None = None
+    sentence_id_text: str | None = None
+
+    @property
+    def flag_as_written(self) -> str:
+        return self.flag_text if self.flag_text is not None else str(self.flag)
+
+    @property
+    def sentence_id_as_written(self) -> str:
+        return self.sentence_id_text if self.sentence_id_text is not None else str(self.sentence_id)
 
     def line(self) -> str:
         if self.flag == 0:
@@ -40,28 +51,41 @@ def write_submission(corrections: list[Correction], path: str | Path) -> Path:
     return path
 
 
-def read_submission(path: str | Path) -> dict[str, Correction]:
-    """Parse a submission as the official scorer does (quotes stripped, flag 0 -> NA); invalid lines are errors."""
+def read_submission(path: str | Path, invalid: list[str] | None = None) -> dict[str, Correction]:
+    """Parse a submission as the official scorer does: a line that fails its pattern is skipped (and appended to
+    `invalid` as `file:line: text`), quotes are stripped, flag and sentence id stay as written for the string
+    comparison, flag "0" means NA; a later line of the same text id wins."""
     path = Path(path)
     if not path.is_file():
         raise MediqaDataError(f"{path}: no such submission file")
-    out: dict[str, Correction] = {}
     try:
         text_lines = path.read_bytes().decode("utf-8").splitlines()
     except UnicodeDecodeError as exc:
         raise MediqaDataError(f"{path}: not UTF-8 (byte {exc.start}); save the submission as UTF-8") from None
+    out: dict[str, Correction] = {}
     for n, raw in enumerate(text_lines, 1):
-        line = raw.strip()
-        if not line:
+        if not raw.strip():
             continue
-        if not LINE.fullmatch(line):
-            raise MediqaDataError(f"{path}:{n}: not an official submission line: {line[:100]!r}")
-        items = line.split()
-        text = " ".join(items[3:]).strip()
-        while text.startswith('"') and len(text) > 1:
-            text = text[1:]
-        while text.endswith('"') and len(text) > 1:
-            text = text[:-1]
-        flag = int(items[1])
-        out[items[0]] = Correction(items[0], flag, int(items[2]), "NA" if flag == 0 else text)
+        correction = parse_line(raw)
+        if correction is None:
+            if invalid is not None:
+                invalid.append(f"{path}:{n}: {raw.strip()[:100]}")
+            continue
+        out[correction.text_id] = correction
     return out
+
+
+def parse_line(raw: str) -> Correction | None:
+    """One submission line as the official scorer reads it; None when it fails the official pattern."""
+    line = raw.strip()
+    if not LINE.fullmatch(line):
+        return None
+    items = line.split()
+    text = " ".join(items[3:]).strip()
+    while text.startswith('"') and len(text) > 1:
+        text = text[1:]
+    while text.endswith('"') and len(text) > 1:
+        text = text[:-1]
+    flag, sentence_id = items[1], items[2]
+    return Correction(items[0], int(flag), int(sentence_id), "NA" if flag == "0" else text,
+                      flag_text=flag, sentence_id_text=sentence_id)
