@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 
 import numpy as np
 
@@ -21,6 +22,7 @@ class Embedder:
         document_prefix: str = "",
         max_seq_length: int | None = None,
         device: str = "cpu",
+        cache_size: int = 20_000,             # texts whose vectors are kept (0: no cache)
     ) -> None:
         self.model_name = model
         self.document_model_name = document_model
@@ -33,6 +35,8 @@ class Embedder:
         self.device = device
         self._model = None
         self._lock = threading.Lock()
+        self.cache_size = cache_size
+        self._cache: OrderedDict[tuple[bool, str], np.ndarray] = OrderedDict()
 
     @property
     def name(self) -> str:
@@ -66,10 +70,37 @@ class Embedder:
         return int(self.truncate_dim or get_dim())
 
     def _encode(self, texts: list[str], prefix: str, show_progress: bool, documents: bool = False) -> np.ndarray:
+        """Encode, reusing vectors of texts seen before (a note's sentences are embedded once per case, not once
+        per stage); the cache is bounded (`cache_size` texts, least recently used out first)."""
         model = self._load(documents)
-        vecs = model.encode([prefix + t for t in texts], batch_size=self.batch_size, convert_to_numpy=True,
-                            normalize_embeddings=True, show_progress_bar=show_progress)
-        return np.ascontiguousarray(vecs, dtype=np.float32)
+        if self.cache_size <= 0:
+            vecs = model.encode([prefix + t for t in texts], batch_size=self.batch_size, convert_to_numpy=True,
+                                normalize_embeddings=True, show_progress_bar=show_progress)
+            return np.ascontiguousarray(vecs, dtype=np.float32)
+        keys = [(documents, prefix + t) for t in texts]
+        with self._lock:
+            missing = list(dict.fromkeys(k for k in keys if k not in self._cache))
+        if missing:
+            vecs = model.encode([k[1] for k in missing], batch_size=self.batch_size, convert_to_numpy=True,
+                                normalize_embeddings=True, show_progress_bar=show_progress)
+            with self._lock:
+                for k, v in zip(missing, np.asarray(vecs, dtype=np.float32), strict=True):
+                    self._cache[k] = v
+                    if len(self._cache) > self.cache_size:
+                        self._cache.popitem(last=False)
+        with self._lock:
+            out = []
+            for k in keys:
+                vec = self._cache.get(k)
+                if vec is None:  # evicted by a concurrent caller between the two steps: encode it alone
+                    vec = np.asarray(model.encode([k[1]], convert_to_numpy=True, normalize_embeddings=True)[0],
+                                     dtype=np.float32)
+                else:
+                    self._cache.move_to_end(k)
+                out.append(vec)
+        if not out:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.ascontiguousarray(np.stack(out), dtype=np.float32)
 
     def encode_documents(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
         return self._encode(texts, self.document_prefix, show_progress, documents=True)

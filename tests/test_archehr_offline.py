@@ -33,15 +33,20 @@ def test_likert_mapping_of_relative_similarity():
 
 
 def test_embedding_evidence_selects_the_answering_sentence_and_never_the_header():
-    scorer = archehr_stage("evidence", "embedding")
-    out = scorer(clinician_question="Why was lisinopril stopped during the admission?", sentences=NOTE)
+    seed_rule = archehr_stage("evidence", "embedding", "program.offline.top_share=null")
+    out = seed_rule(clinician_question="Why was lisinopril stopped during the admission?", sentences=NOTE)
     assert out.evidence_ids == ["2"] and out.selection == "strict"
+    # the default is recall-first: the top 60% of the 3 non-header sentences (2), in note order
+    recall_first = archehr_stage("evidence", "embedding")(clinician_question="Why was lisinopril stopped?",
+                                                          sentences=NOTE)
+    assert recall_first.evidence_ids == ["2", "4"] and recall_first.selection == "top_share"
     assert out.scores["1"] == 1 and out.scores["2"] == 5 and out.scores["3"] <= 2
 
 
 def test_evidence_rule_of_the_seed_applies_unchanged_to_similarity_scores():
     # cut points nothing reaches: every sentence scores 1 -> the first-3 fallback, as with the LM scorer
-    scorer = archehr_stage("evidence", "embedding", "program.offline.evidence_cuts=[9,9,9,9]")
+    scorer = archehr_stage("evidence", "embedding", "program.offline.evidence_cuts=[9,9,9,9]",
+                           "program.offline.top_share=null")
     out = scorer(clinician_question="q", sentences=NOTE)
     assert out.evidence_ids == ["1", "2", "3"] and out.selection == "first_n"
 
@@ -72,7 +77,8 @@ def test_all_offline_cascade_needs_no_lm():
                       "program.stages.answer=extractive", "program.stages.alignment=similarity")
     pred = cascade(case=case)
     assert pred.clinician_question == "Why was the patient's lisinopril stopped?"
-    assert pred.evidence_ids == ["2"] and pred.alignment == [{"answer_id": "1", "evidence_id": ["2"]}]
+    assert pred.evidence_ids == ["2", "4"] and pred.selection == "top_share"  # recall-first: 2 of 3 non-headers
+    assert pred.alignment == [{"answer_id": "1", "evidence_id": ["2"]}]
     assert all(u["lm_calls"] == 0 for u in pred.usage.values())
 
 
@@ -81,8 +87,8 @@ def test_failed_lm_stage_falls_back_to_its_offline_module(dummy_lm):
     dummy_lm([{"clinician_question": "Why was lisinopril held?"}, {"scores": "garbage"},
               {"answer": "Lisinopril was held for hypotension."}, {"citations": [["2"]]}])
     pred = program("archehr", "program.fallback=offline")(case=case)
-    assert pred.fallbacks["evidence"].endswith("-> offline stage") and pred.selection == "strict"
-    assert pred.evidence_ids == ["2"]  # the embedding scorer's choice, not the first 3 sentences
+    assert pred.fallbacks["evidence"].endswith("-> offline stage") and pred.selection == "top_share"
+    assert pred.evidence_ids == ["2", "4"]  # the embedding scorer's choice, not the first 3 sentences
 
 
 def test_unknown_stage_implementation_is_refused_with_the_choices():

@@ -90,7 +90,7 @@ def test_rerun_with_a_changed_config_refuses_in_one_line_then_restarts(tmp_path)
     again = main("data.limit=2", "program.offline.align_threshold=0.95", f"hydra.run.dir={out}")
     assert again.returncode == 2
     assert again.stderr.strip().splitlines() == [again.stderr.strip()]  # one line
-    assert "program.offline.align_threshold: 0.6 -> 0.95" in again.stderr and "run.resume=restart" in again.stderr
+    assert "program.offline.align_threshold: 0.3 -> 0.95" in again.stderr and "run.resume=restart" in again.stderr
     assert (out / "predictions.jsonl").read_text() == first  # nothing stale was served or lost
     restarted = main("data.limit=2", "program.offline.align_threshold=0.95", "run.resume=restart",
                      f"hydra.run.dir={out}")

@@ -45,25 +45,25 @@ def test_two_job_multirun_returns_each_jobs_objective_and_reports_them(tmp_path)
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     sweep = tmp_path / "sweep"
     proc = subprocess.run([sys.executable, str(ROOT / "main.py"), "-m", "program=archehr", "metrics.bertscore=null",
-                           "program.evidence.strict_threshold=3,4", "progress=false", f"hydra.sweep.dir={sweep}"],
+                           "program.offline.top_share=0.3,0.6", "progress=false", f"hydra.sweep.dir={sweep}"],
                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     jobs = [json.loads((sweep / str(i) / "scores.json").read_text()) for i in (0, 1)]
     for scores in jobs:  # the objective is the mean of the subtask overall scores
         overall = [scores[f"subtask_{i}"]["overall_score"] for i in (1, 2, 3, 4)]
         assert scores["objective"] == pytest.approx(sum(overall) / 4)
-    # strict >= 3 selects more sentences than >= 4: the swept value reached the program
-    assert jobs[0]["subtask_2"]["strict_micro_recall"] > jobs[1]["subtask_2"]["strict_micro_recall"]
+    # a larger share selects more sentences: the swept value reached the program
+    assert jobs[0]["subtask_2"]["strict_micro_recall"] < jobs[1]["subtask_2"]["strict_micro_recall"]
     report = subprocess.run([sys.executable, str(ROOT / "main.py"), "task=sweep_report", f"dir={sweep}",
                              f"hydra.run.dir={tmp_path / 'r'}"], capture_output=True, text=True, cwd=ROOT, env=env)
     assert report.returncode == 0, report.stderr[-1500:]
     header, _, *rows = (sweep / "sweep_report.md").read_text().splitlines()
     columns = [c.strip() for c in header.split("|")]
     cells = [[c.strip() for c in r.split("|")] for r in rows]
-    threshold, objective = columns.index("program.evidence.strict_threshold"), columns.index("objective")
-    assert [r[threshold] for r in cells] == ["3", "4"]
+    share, objective = columns.index("program.offline.top_share"), columns.index("objective")
+    assert [r[share] for r in cells] == ["0.3000", "0.6000"]
     assert [float(r[objective]) for r in cells] == pytest.approx([j["objective"] for j in jobs], abs=1e-4)
-    assert (sweep / "sweep_program_evidence_strict_threshold.png").is_file()
+    assert (sweep / "sweep_program_offline_top_share.png").is_file()
 
 
 def test_compile_from_the_cli_scores_before_and_after_and_saves_the_state(tmp_path):

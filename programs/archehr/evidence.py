@@ -26,6 +26,7 @@ def select_evidence(sentences: list[NoteSentence], scores: list[int], strict_thr
 
 
 class EvidenceScorer(dspy.Module):
+    preferred_anchor = "clinician_question"  # the seed's choice (62.9 vs 60.2 F1 with the raw narrative)
     def __init__(self, strict_threshold: int, lenient_threshold: int, fallback_count: int) -> None:
         super().__init__()
         self.strict_threshold = strict_threshold

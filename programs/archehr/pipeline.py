@@ -30,13 +30,15 @@ class ArchEHRCascade(dspy.Module):
         evidence: dspy.Module,
         answer: dspy.Module,
         alignment: dspy.Module,
-        anchor: Literal["clinician_question", "patient_narrative", "both"],
+        anchor: Literal["auto", "clinician_question", "patient_narrative", "both"],
         offline_fallbacks: dict[str, dspy.Module] | None = None,
         role_lms: dict[str, dspy.LM] | None = None,
     ) -> None:
         super().__init__()
+        if anchor == "auto":  # what the evidence implementation was designed or tuned for
+            anchor = getattr(evidence, "preferred_anchor", "clinician_question")
         if anchor not in ANCHORS:
-            raise ConfigError(f"program.evidence.anchor must be one of {ANCHORS}, not {anchor!r}")
+            raise ConfigError(f"program.evidence.anchor must be auto or one of {ANCHORS}, not {anchor!r}")
         self.anchor = anchor
         self.question, self.evidence, self.answer, self.alignment = question, evidence, answer, alignment
         # Plain dicts hold modules that are not learnable state: DSPy's named_parameters() skips dict values that

@@ -1,6 +1,9 @@
-"""Stage 4 without an LM: link each answer sentence to the note sentences it is most similar to (many-to-many).
+"""Stage 4 without an LM: link each answer sentence to the note sentences most similar to it (many-to-many).
 
-Conservative by default: a link needs cosine >= `threshold`, and at most `max_citations` links per answer sentence.
+Relevance = (1 - lexical_weight) * cosine + lexical_weight * BM25 relative to the best sentence. A link needs
+relevance >= `threshold` (and, with `margin`, to be within `margin` of the answer sentence's best link); the best
+`min_links` candidates are linked regardless (an answer sentence of a grounded answer is supported by something);
+at most `max_citations` links per answer sentence. Section headers are never linked.
 """
 
 from __future__ import annotations
@@ -8,26 +11,40 @@ from __future__ import annotations
 import dspy
 
 from programs.archehr.offline.evidence import is_header
+from programs.archehr.offline.lexical import bm25_scores
 from programs.archehr.offline.similarity import cosine_matrix
 from retrieval.embed import Embedder
 from tasks.archehr.data import AnswerSentence, NoteSentence
 
 
 class SimilarityAligner(dspy.Module):
-    def __init__(self, embedder: Embedder, threshold: float, max_citations: int) -> None:
+    def __init__(self, embedder: Embedder, threshold: float, max_citations: int, min_links: int = 0,
+                 margin: float | None = None, lexical_weight: float = 0.0) -> None:
         super().__init__()
         self.embedder = embedder
         self.threshold = threshold
         self.max_citations = max_citations
+        self.min_links, self.margin, self.lexical_weight = min_links, margin, lexical_weight
 
     def forward(self, answer_sentences: list[AnswerSentence], sentences: list[NoteSentence]) -> dspy.Prediction:
-        if not answer_sentences:
-            return dspy.Prediction(alignment=[], dropped_ids=0, fallback=None)
         candidates = [s for s in sentences if not is_header(s.text)]
-        sims = cosine_matrix(self.embedder, [a.text for a in answer_sentences], [s.text for s in candidates])
+        if not answer_sentences or not candidates:
+            return dspy.Prediction(alignment=[{"answer_id": a.id, "evidence_id": []} for a in answer_sentences],
+                                   dropped_ids=0, fallback=None)
+        texts = [s.text for s in candidates]
+        sims = cosine_matrix(self.embedder, [a.text for a in answer_sentences], texts)
         alignment = []
         for answer, row in zip(answer_sentences, sims, strict=True):
-            ranked = sorted(range(len(candidates)), key=lambda j: -row[j])
-            links = [candidates[j].id for j in ranked[: self.max_citations] if row[j] >= self.threshold]
+            relevance = [float(x) for x in row]
+            if self.lexical_weight:
+                lexical = bm25_scores(answer.text, texts)
+                best_lex = max(lexical, default=0.0)
+                relevance = [(1 - self.lexical_weight) * r + self.lexical_weight * (x / best_lex if best_lex else 0.0)
+                             for r, x in zip(relevance, lexical, strict=True)]
+            ranked = sorted(range(len(candidates)), key=lambda j: -relevance[j])[: self.max_citations]
+            best = relevance[ranked[0]]
+            links = [candidates[j].id for n, j in enumerate(ranked)
+                     if n < self.min_links or (relevance[j] >= self.threshold
+                                               and (self.margin is None or relevance[j] >= best - self.margin))]
             alignment.append({"answer_id": answer.id, "evidence_id": links})
         return dspy.Prediction(alignment=alignment, dropped_ids=0, fallback=None)
