@@ -30,7 +30,7 @@ def test_cascade_runs_four_stages_with_one_call_each(dummy_lm, bundled_cases):
     assert pred.alignment == [{"answer_id": "1", "evidence_id": ["4"]}, {"answer_id": "2", "evidence_id": ["5"]}]
     assert pred.fallbacks == {} and pred.alignment_source == "generated"
     assert {k: v["lm_calls"] for k, v in pred.usage.items()} == {"question": 1, "evidence": 1, "answer": 1,
-                                                                  "alignment": 1}
+                                                                  "alignment": 1, "grounding": 0}
 
 
 def test_reference_answer_sentences_are_aligned_when_given(dummy_lm, bundled_cases):

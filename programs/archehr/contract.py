@@ -102,8 +102,10 @@ class ArchEHRContract(ProgramContract[Case]):
             if p.question.get("demos_path") else []
         # ONE embedder for every offline stage; it loads its model on first use only (an LM-only cascade never does)
         embedder = resources.get("embedder") or build(p.offline.embedder, "program.offline.embedder")
+        grounding = build(p.grounding_check, "program.grounding_check", embedder=embedder) \
+            if p.get("grounding") and p.grounding.enabled else None
         program = build(p.module, "program.module", embedder=embedder, question_demos=demos,
-                        role_lms=dict(role_lms or {}))
+                        role_lms=dict(role_lms or {}), grounding=grounding)
         if p.get("compiled"):
             from optimizers.compile import load_compiled
 
@@ -114,7 +116,7 @@ class ArchEHRContract(ProgramContract[Case]):
         start = time.perf_counter()
         pred = program(case=item)
         keys = ("case_id", "clinician_question", "evidence_ids", "scores", "selection", "answer", "alignment",
-                "alignment_source", "dropped_ids", "fallbacks", "usage")
+                "alignment_source", "answer_sentences", "grounding", "dropped_ids", "fallbacks", "usage")
         return {**{k: pred.get(k) for k in keys}, "seconds": round(time.perf_counter() - start, 4)}
 
     # --- outputs ------------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ class ArchEHRCascade(dspy.Module):
         anchor: Literal["auto", "clinician_question", "patient_narrative", "both"],
         offline_fallbacks: dict[str, dspy.Module] | None = None,
         role_lms: dict[str, dspy.LM] | None = None,
+        grounding: dspy.Module | None = None,
     ) -> None:
         super().__init__()
         if anchor == "auto":  # what the evidence implementation was designed or tuned for
@@ -41,6 +42,7 @@ class ArchEHRCascade(dspy.Module):
             raise ConfigError(f"program.evidence.anchor must be auto or one of {ANCHORS}, not {anchor!r}")
         self.anchor = anchor
         self.question, self.evidence, self.answer, self.alignment = question, evidence, answer, alignment
+        self._grounding = grounding  # a non-LLM check (no learnable state), None when program.grounding.enabled=false
         # Plain dicts hold modules that are not learnable state: DSPy's named_parameters() skips dict values that
         # are Modules (only Predict parameters in dicts count), so save()/load() are the same with or without them.
         self._offline = dict(offline_fallbacks or {})
@@ -90,10 +92,26 @@ class ArchEHRCascade(dspy.Module):
             alignment_source = "generated"
             answer_sentences = [AnswerSentence(str(i), t) for i, t in enumerate(split_sentences(ans.answer), 1)]
         al = self._stage("alignment", ledger, fallbacks, answer_sentences, sentences)
+        answer, alignment = ans.answer, al.alignment
+        answer_items = [{"id": a.id, "text": a.text} for a in answer_sentences]
+
+        grounding = None
+        if self._grounding is not None:
+            # the program's own answer: its sentences with the alignment's citations when those sentences were aligned
+            own = answer_items if alignment_source == "generated" else [
+                {"id": str(i), "text": t} for i, t in enumerate(split_sentences(answer), 1)]
+            with ledger.stage("grounding"):
+                check = self._grounding(own, alignment if alignment_source == "generated" else [], sentences, answer)
+            grounding = check.verdicts
+            if check.dropped:
+                answer = check.answer
+                if alignment_source == "generated":  # the kept sentences keep their ids and links
+                    alignment = [a for a in alignment if a["answer_id"] not in check.dropped]
+                    answer_items = [a for a in answer_items if a["id"] not in check.dropped]
 
         return dspy.Prediction(
-            **pred, evidence_ids=ev.evidence_ids, scores=ev.scores, selection=ev.selection, answer=ans.answer,
-            alignment=al.alignment, alignment_source=alignment_source, dropped_ids=al.dropped_ids,
-            answer_sentences=[{"id": a.id, "text": a.text} for a in answer_sentences],
+            **pred, evidence_ids=ev.evidence_ids, scores=ev.scores, selection=ev.selection, answer=answer,
+            alignment=alignment, alignment_source=alignment_source, dropped_ids=al.dropped_ids,
+            answer_sentences=answer_items, grounding=grounding,
             fallbacks=fallbacks, usage=ledger.as_dict(),
         )

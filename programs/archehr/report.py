@@ -17,6 +17,7 @@ def usage_summary(records: list[dict[str, Any]], roles: tuple[str, ...]) -> dict
                 agg[k] += u.get(k, 0)
         for stage in rec.get("fallbacks") or {}:
             fallbacks[stage] = fallbacks.get(stage, 0) + 1
+    verdicts = [v for r in records for v in (r.get("grounding") or [])]
     n = max(len(records), 1)
     total_calls = sum(s["lm_calls"] for s in stages.values())
     return {
@@ -30,6 +31,10 @@ def usage_summary(records: list[dict[str, Any]], roles: tuple[str, ...]) -> dict
         "parse_success_rate": {s: 1 - fallbacks.get(s, 0) / runs for s in roles
                                if (runs := sum(1 for r in records if s in (r.get("usage") or {})))},
         "dropped_ids": sum(r.get("dropped_ids") or 0 for r in records),
+        "grounding": {"answer_sentences": len(verdicts),
+                      "unsupported": sum(v["verdict"] == "unsupported" for v in verdicts),
+                      "cases_with_unsupported": sum(any(v["verdict"] == "unsupported" for v in r.get("grounding") or [])
+                                                    for r in records)} if verdicts else None,
         "note": "lm_calls counts calls that reached the model; DSPy cache hits report no usage and are not counted",
     }
 
@@ -44,7 +49,10 @@ def report_markdown(cfg: DictConfig, usage: dict[str, Any], scores: dict[str, An
     lines = [f"# clinprog run: program={cfg.program.name}, lm={lm}, stages={stages}", "",
              f"- cases: {usage['cases']}", f"- LM calls per case: {usage['lm_calls_per_case']:.2f}",
              f"- seconds per case: {usage['seconds_per_case']:.2f}", f"- fallbacks: {usage['fallbacks'] or 'none'}",
-             f"- unknown ids dropped: {usage['dropped_ids']}", "", "## Stages", "",
+             f"- unknown ids dropped: {usage['dropped_ids']}",
+             "- grounding: " + (f"{usage['grounding']['unsupported']} of {usage['grounding']['answer_sentences']} answer "
+                                f"sentences unsupported ({usage['grounding']['cases_with_unsupported']} cases)"
+                                if usage.get("grounding") else "off"), "", "## Stages", "",
              "| stage | LM calls | input tokens | output tokens | seconds |", "|---|---|---|---|---|"]
     for name, s in usage["stages"].items():
         lines.append(f"| {name} | {s['lm_calls']} | {s['input_tokens']} | {s['output_tokens']} | {s['seconds']:.2f} |")

@@ -1,0 +1,103 @@
+"""Grounding check: is each answer sentence supported by the note sentences it cites?
+
+An independent, non-LLM check of the alignment (which may come from an LM): an answer sentence is *supported* when
+(1) its best support sentence (among its citations; without citations, among the whole note) has cosine >=
+`min_similarity`, (2) at least `min_coverage` of its content words appear in the note, (3) every number in it
+appears in the note and (4) it names no specific term the note lacks: a word the embedder's WordPiece vocabulary
+splits into pieces (drug, test and disease names: "warfarin" -> war ##far ##in; everyday words such as "heart" are one
+piece) and that shares no 5-letter stem with a note word. Lay paraphrases pass (3) and (4); facts absent from the
+note (a drug, a dose, a test result) fail them. `on_unsupported=drop` removes unsupported sentences
+from the answer and re-applies the soft cut; `flag` keeps them and marks them.
+"""
+
+from __future__ import annotations
+
+import re
+
+import dspy
+
+from common.errors import ConfigError
+from programs.archehr.offline.evidence import is_header
+from programs.archehr.offline.lexical import tokens
+from programs.archehr.offline.similarity import cosine_matrix
+from programs.archehr.text import soft_cut
+from retrieval.embed import Embedder
+from tasks.archehr.data import NoteSentence
+
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
+# words the tokenizer may split that are not facts of the note
+_STOPWORDS = frozenset({"because", "therefore", "however", "although", "discharge", "hospital", "admission",
+                        "patient", "during", "before", "after"})
+
+
+def _stem(token: str) -> str:
+    """A crude suffix strip so 'elevated'/'elevation', 'stents'/'stent' meet."""
+    for suffix in ("ation", "ing", "ed", "es", "s"):
+        if len(token) > len(suffix) + 3 and token.endswith(suffix):
+            return token[: -len(suffix)]
+    return token
+
+
+def content(text: str) -> set[str]:
+    return {_stem(t) for t in tokens(text) if len(t) > 2 or t.isdigit()}
+
+
+class GroundingCheck(dspy.Module):
+    def __init__(self, embedder: Embedder, min_similarity: float, min_coverage: float, on_unsupported: str,
+                 max_words: int, soft_cut_ratio: float) -> None:
+        super().__init__()
+        if on_unsupported not in ("flag", "drop"):
+            raise ConfigError(f"program.grounding.on_unsupported must be flag or drop, not {on_unsupported!r}")
+        self.embedder = embedder
+        self.min_similarity, self.min_coverage, self.on_unsupported = min_similarity, min_coverage, on_unsupported
+        self.max_words, self.soft_cut_ratio = max_words, soft_cut_ratio
+
+    def specific_terms(self, text: str) -> set[str]:
+        """Words the tokenizer splits (rare, domain-specific), lower-cased."""
+        tokenizer = getattr(self.embedder._load(), "tokenizer", None)
+        words = {w for w in re.findall(r"[a-z][a-z-]{4,}", text.lower())}
+        if tokenizer is None:
+            return set()
+        return {w for w in words if len(tokenizer.tokenize(w)) >= 2 and w not in _STOPWORDS}
+
+    def verdict(self, text: str, cited: list[NoteSentence], note: list[NoteSentence]) -> dict:
+        candidates = [s for s in note if not is_header(s.text)] or note
+        pool = cited or candidates
+        sims = [float(x) for x in cosine_matrix(self.embedder, [text], [s.text for s in pool])[0]] if pool else []
+        ranked = sorted(range(len(pool)), key=lambda j: -sims[j])
+        support = [pool[j] for j in ranked if sims[j] >= self.min_similarity][:3]
+        words = content(text)
+        near = content(" ".join(s.text for s in (cited or support)))
+        anywhere = content(" ".join(s.text for s in note))
+        coverage = len(words & (near | anywhere)) / len(words) if words else 1.0
+        note_text = " ".join(s.text for s in note)
+        novel_numbers = sorted(set(_NUMBER.findall(text)) - set(_NUMBER.findall(note_text)))
+        stems = {w[:5] for w in re.findall(r"[a-z][a-z-]+", note_text.lower())}
+        novel_terms = sorted(t for t in self.specific_terms(text) if t[:5] not in stems)
+        reasons = []
+        if not support:
+            reasons.append(f"no {'cited' if cited else 'note'} sentence with similarity >= {self.min_similarity}")
+        if coverage < self.min_coverage:
+            reasons.append(f"{coverage:.0%} of its content words are in the note")
+        if novel_numbers:
+            reasons.append(f"numbers not in the note: {', '.join(novel_numbers)}")
+        if novel_terms:
+            reasons.append(f"terms not in the note: {', '.join(novel_terms)}")
+        return {"verdict": "unsupported" if reasons else "supported", "support_ids": [s.id for s in support],
+                "similarity": round(sims[ranked[0]], 4) if sims else None, "coverage": round(coverage, 4),
+                "reasons": reasons}
+
+    def forward(self, answer_sentences: list[dict], alignment: list[dict], sentences: list[NoteSentence],
+                answer: str | None = None) -> dspy.Prediction:
+        by_id = {s.id: s for s in sentences}
+        cited = {a["answer_id"]: [by_id[i] for i in a["evidence_id"] if i in by_id] for a in alignment}
+        verdicts = [{"answer_id": a["id"], "text": a["text"], **self.verdict(a["text"], cited.get(a["id"], []),
+                                                                             sentences)}
+                    for a in answer_sentences]
+        kept_answer = answer
+        dropped = [v["answer_id"] for v in verdicts if v["verdict"] == "unsupported"]
+        if self.on_unsupported == "drop" and answer is not None and dropped:
+            kept = " ".join(v["text"] for v in verdicts if v["verdict"] == "supported")
+            kept_answer = soft_cut(kept, self.max_words, self.soft_cut_ratio) if kept else ""
+        return dspy.Prediction(verdicts=verdicts, answer=kept_answer,
+                               dropped=dropped if self.on_unsupported == "drop" else [])
