@@ -88,6 +88,14 @@ class ProgramContract(ABC, Generic[Item]):
     def report(self, cfg: DictConfig, usage: dict[str, Any], scores: dict[str, Any] | None) -> str:
         """report.md"""
 
+    def report_html(self, cfg: DictConfig, inputs: Inputs[Item], records: list[dict[str, Any]],
+                    usage: dict[str, Any], scores: dict[str, Any] | None) -> str:
+        """report.html: a self-contained page a person reads (the default lists the records)."""
+        from reports.html import esc, json_block, page
+
+        return page(f"clinprog {self.name} run", f"<h1>clinprog run: {esc(self.name)}</h1><h2>Scores</h2>"
+                    f"{json_block(scores)}<h2>Usage</h2>{json_block(usage)}<h2>Records</h2>{json_block(records)}")
+
     def fingerprint_extra(self, cfg: DictConfig) -> dict[str, Any]:
         """Besides the program config, LM and input files: anything else the predictions depend on."""
         return {}

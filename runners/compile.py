@@ -16,7 +16,7 @@ from common.errors import ConfigError
 from lms import build_lm
 from optimizers.compile import data_hash, evaluate, run_optimizer, save_compiled
 from optimizers.metrics import with_feedback
-from runners.common import output_dir, write_json
+from runners.common import output_dir, write_json, write_text
 
 
 def program_metric(cfg: DictConfig, contract: ProgramContract):
@@ -70,6 +70,15 @@ def compile_program(cfg: DictConfig, contract: ProgramContract, program: dspy.Mo
     curated = {name: len(m.curated_demos) for name, m in compiled.named_sub_modules() if hasattr(m, "curated_demos")}
     write_json(out / "scores.json", {"before": before, "after": after, "objective": after, "demos": demos,
                                      "curated_demos": curated})
+    from reports.html import esc, json_block, page, table
+
+    write_text(out / "compile_report.html", page(f"clinprog compile {contract.name}", (
+        f"<h1>Compile: program={esc(contract.name)}, optimizer={esc(cfg.optimizer.name)}</h1>"
+        + table(["", cfg.optimizer.metric], [("before", before), ("after", after)],
+                caption=f"{len(valset)} validation examples, {len(trainset)} training examples")
+        + table(["predictor", "learned demos", "instructions"],
+                [(name, len(p.demos), p.signature.instructions) for name, p in compiled.named_predictors()])
+        + f"<h2>Saved</h2><p>{esc(save_to)}</p>{json_block(metadata['optimizer'])}"), script=""))
     print(f"saved {save_to} (+{save_to.name}.meta.json); learned demos per predictor: {demos}"
           + (f"; curated demos kept from config: {curated}" if any(curated.values()) else ""))
     return after if not math.isnan(after) else None

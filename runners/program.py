@@ -20,7 +20,7 @@ from common.errors import ClinprogError, ConfigError
 from common.prediction_log import PredictionLog
 from common.run_folder import RunFolder, file_sha256
 from lms.errors import lm_failure
-from runners.common import Interrupted, configure_dspy, output_dir, run_resumable, write_json
+from runners.common import Interrupted, configure_dspy, output_dir, run_resumable, write_json, write_text
 
 log = logging.getLogger(__name__)
 LM_CHOICES = ("lm=gemini (the seed's system), lm=openai_compatible (a local server: vLLM, Ollama, llama.cpp), "
@@ -101,6 +101,7 @@ def finish(cfg: DictConfig, contract: ProgramContract, inputs: Inputs, records: 
         write_json(out / "scores.json", scores)
         contract.print_scores(scores)
     (out / "report.md").write_text(contract.report(cfg, usage, scores), encoding="utf-8")
+    write_text(out / "report.html", contract.report_html(cfg, inputs, records, usage, scores))
     write_json(out / "config.json", OmegaConf.to_container(cfg, resolve=True))
     return scores
 

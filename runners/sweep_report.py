@@ -68,8 +68,19 @@ def sweep_report(cfg: DictConfig) -> None:
                                        for c in columns) + " |")
     (sweep_dir / "sweep_report.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    for png in plot(rows, varying, metric, sweep_dir):
+    pngs = plot(rows, varying, metric, sweep_dir)
+    for png in pngs:
         print(f"plot: {png}")
+    from reports.html import esc, page, png_inline, table
+
+    best = max((r for r in rows if isinstance(r.get(metric), int | float)), key=lambda r: r[metric], default=None)
+    body = (f"<h1>Sweep {esc(sweep_dir)}</h1><p>{len(rows)} jobs; swept: {esc(', '.join(varying) or 'nothing')}; "
+            f"best {esc(metric)}: {esc(best and round(best[metric], 4))} (job {esc(best and best['job'])})</p>"
+            + "".join(png_inline(p, f"{metric} over the swept values") for p in pngs)
+            + table(columns, [[r.get(c) for c in columns] for r in rows]))
+    (sweep_dir / "sweep_report.html").write_text(page(f"clinprog sweep {sweep_dir.name}", body, script=""),
+                                                 encoding="utf-8")
+    print(f"html: {sweep_dir / 'sweep_report.html'}")
 
 
 def plot(rows: list[dict[str, Any]], varying: list[str], metric: str, out: Path) -> list[Path]:

@@ -189,3 +189,15 @@ def test_lm_failure_names_the_api_host_and_never_the_key(monkeypatch):
         message = str(lm_failure(cfg, exc))
     assert message.startswith("lm=gemini (generativelanguage.googleapis.com), model gemini-2.5-pro failed: OSError")
     assert "sk-secret-123" not in message and "***" in message
+
+
+def test_report_task_rebuilds_report_html_from_the_run_files(tmp_path):
+    out = tmp_path / "run"
+    assert main("program=archehr", "metrics.bertscore=null", f"hydra.run.dir={out}", "progress=false").returncode == 0
+    original = (out / "report.html").read_text()
+    (out / "report.html").unlink()
+    proc = main("task=report", f"dir={out}", f"hydra.run.dir={tmp_path / 'r'}")
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    assert (out / "report.html").read_text() == original  # from the files alone, no rerun
+    missing = main("task=report", f"dir={tmp_path / 'nowhere'}", f"hydra.run.dir={tmp_path / 'r2'}")
+    assert missing.returncode == 2 and "no config.json" in missing.stderr

@@ -64,6 +64,8 @@ def test_two_job_multirun_returns_each_jobs_objective_and_reports_them(tmp_path)
     assert [r[share] for r in cells] == ["0.3000", "0.6000"]
     assert [float(r[objective]) for r in cells] == pytest.approx([j["objective"] for j in jobs], abs=1e-4)
     assert (sweep / "sweep_program_offline_top_share.png").is_file()
+    html = (sweep / "sweep_report.html").read_text()
+    assert html.count("<tr>") == 3 and "data:image/png;base64," in html
 
 
 def test_compile_from_the_cli_scores_before_and_after_and_saves_the_state(tmp_path):
@@ -82,3 +84,4 @@ def test_compile_from_the_cli_scores_before_and_after_and_saves_the_state(tmp_pa
     assert scores["before"] == scores["after"] == pytest.approx(per_case)
     meta = json.loads(save_to.with_name(save_to.name + ".meta.json").read_text())
     assert meta["program"] == "ArchEHRCascade" and meta["metric"] == "archehr_evidence" and run.returncode == 0
+    assert "<td>before</td>" in (tmp_path / "run" / "compile_report.html").read_text()

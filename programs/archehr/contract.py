@@ -207,6 +207,12 @@ class ArchEHRContract(ProgramContract[Case]):
     def report(self, cfg: DictConfig, usage: dict[str, Any], scores: dict[str, Any] | None) -> str:
         return report_markdown(cfg, usage, scores)
 
+    def report_html(self, cfg: DictConfig, inputs: Inputs[Case], records: list[dict[str, Any]],
+                    usage: dict[str, Any], scores: dict[str, Any] | None) -> str:
+        from programs.archehr.report_html import render
+
+        return render(cfg, inputs.items, inputs.references["key"], records, usage, scores)
+
     # --- compiling ----------------------------------------------------------------------------------------------
     def examples(self, cfg: DictConfig, split: str) -> list[dspy.Example]:
         """Cases as DSPy examples: the case is the input; the key and the reference question are for the metric."""

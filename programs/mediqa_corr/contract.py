@@ -75,7 +75,7 @@ class MediqaCorrContract(ProgramContract[Note]):
                 "searches": pred.searches, "reflexion_turns": pred.reflexion_turns,
                 "review_scores": pred.review_scores, "parse_failures": pred.parse_failures,
                 "lm_calls": pred.lm_calls, "usage": pred.usage, "seconds": round(pred.seconds, 3),
-                "reflections": pred.reflections}
+                "reflections": pred.reflections, "episodes": pred.episodes}
 
     @staticmethod
     def corrections(records: list[dict[str, Any]]) -> list[Correction]:
@@ -148,6 +148,12 @@ class MediqaCorrContract(ProgramContract[Note]):
             lines += ["", "## Scores", ""] + [f"- {k}: {scores[k]:.4f}" if scores.get(k) is not None
                                              else f"- {k}: unavailable" for k in SCORE_KEYS]
         return "\n".join(lines) + "\n"
+
+    def report_html(self, cfg: DictConfig, inputs: Inputs[Note], records: list[dict[str, Any]],
+                    usage: dict[str, Any], scores: dict[str, Any] | None) -> str:
+        from programs.mediqa_corr.report_html import render
+
+        return render(cfg, inputs.items, records, usage, scores)
 
     def examples(self, cfg: DictConfig, split: str) -> list[dspy.Example]:
         return [dspy.Example(note=n).with_inputs("note") for n in self.load(cfg, split).items]

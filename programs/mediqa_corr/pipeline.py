@@ -40,6 +40,7 @@ class MedReActNMedReFlex(dspy.Module):
         ledger = UsageLedger()
         memory: list[str] = []
         trace = {"react_steps": 0, "searches": 0, "reflexion_turns": 0, "review_scores": [], "parse_failures": 0}
+        episodes: list[dict] = []  # what a person reads in report.html: steps, reviews, decision, reflexion
         result: Correction | None = None
         outcome = "no_error_after_max_episodes"
         for _ in range(self.max_episodes):
@@ -48,6 +49,9 @@ class MedReActNMedReFlex(dspy.Module):
             trace["react_steps"] += len(episode.steps)
             trace["searches"] += episode.searches
             trace["parse_failures"] += episode.parse_failures
+            seen = {"steps": [step[:2000] for step in episode.steps], "proposal": episode.proposal,
+                    "no_error": episode.no_error, "reviews": [], "accepted": None, "reflection": None}
+            episodes.append(seen)
             if episode.no_error:
                 result, outcome = no_error(note.text_id), "agent_no_error"
                 break
@@ -58,6 +62,9 @@ class MedReActNMedReFlex(dspy.Module):
                 with ledger.stage("evaluator", self._role_lms.get("evaluator")):
                     verdict = self.evaluator(note, sid, corrected)
                 trace["review_scores"].append(verdict.scores)
+                seen["reviews"] = [{"criterion": r.criterion, "score": r.score, "reasoning": r.reasoning[:600]}
+                                   for r in verdict.reviews]
+                seen["accepted"] = bool(verdict.accepted)
                 if verdict.accepted:
                     with ledger.stage("parser", self._role_lms.get("parser")):
                         parsed = self.parser(note.sentence(sid) or "", corrected)
@@ -68,10 +75,11 @@ class MedReActNMedReFlex(dspy.Module):
                     for r in verdict.reviews)
             with ledger.stage("reflexion", self._role_lms.get("reflexion")):
                 memory.append(self.reflexion(note.numbered(), episode.history(), feedback).reflection)
+            seen["reflection"] = memory[-1]
             trace["reflexion_turns"] += 1
         if result is None:
             result = no_error(note.text_id)  # after M failed episodes the parser concludes "no error"
         usage = ledger.as_dict()
-        return dspy.Prediction(correction=result, outcome=outcome, reflections=memory, usage=usage,
+        return dspy.Prediction(correction=result, outcome=outcome, reflections=memory, usage=usage, episodes=episodes,
                                lm_calls=sum(u["lm_calls"] for u in usage.values()),
                                seconds=time.perf_counter() - start, **trace)

@@ -1,0 +1,154 @@
+"""report.html of an ArchEHR run: scores (with trivial baselines when a key is given), per-stage usage, and for each
+case the narrative with the question phrases marked, the questions, the note shaded by evidence score with the
+selection and gold labels, the answer with citation links and grounding flags."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reports.html import bar_chart, esc, filters, page, table
+from tasks.archehr.data import Case, KeyCase
+from tasks.archehr.metrics import score_subtask2
+
+SHADE = {1: "#ffffff", 2: "#eef4fb", 3: "#d9e8f7", 4: "#b9d4f1", 5: "#92bdea"}
+
+
+def _marked_narrative(case: Case) -> str:
+    text = esc(case.patient_narrative)
+    for phrase in sorted(case.patient_question_phrases, key=len, reverse=True):
+        quoted = esc(phrase)
+        if quoted and quoted in text:
+            text = text.replace(quoted, f'<mark title="patient question phrase">{quoted}</mark>', 1)
+    return text
+
+
+def _note(case: Case, record: dict[str, Any], key: KeyCase | None) -> str:
+    scores = record.get("scores") or {}
+    selected = set(record.get("evidence_ids") or [])
+    rows = []
+    for s in case.sentences:
+        score = scores.get(s.id)
+        chosen = s.id in selected
+        meta = [f"[{s.id}]", f"score {score}" if score is not None else "no score", "selected" if chosen else ""]
+        gold_mark = ""
+        if key is not None:
+            label = key.relevance.get(s.id, "not-relevant")
+            essential = label == "essential"
+            mark = ("TP" if chosen and essential else "FP" if chosen else "FN" if essential else "")
+            css = {"TP": "good", "FP": "bad", "FN": "bad"}.get(mark, "muted")
+            gold_mark = f'<span class="tag {css}" title="gold label">{esc(label)}{" · " + mark if mark else ""}</span>'
+        rows.append(f'<div class="sent{" selected" if chosen else ""}" id="c{esc(case.case_id)}-s{esc(s.id)}" '
+                    f'data-selected="{int(chosen)}" data-score="{esc(score)}" '
+                    f'style="background:{SHADE.get(score, "#ffffff")}"><span class="meta">{esc(" ".join(m for m in meta if m))}'
+                    f"</span>{gold_mark}{esc(s.text)}</div>")
+    return '<div class="note">' + "".join(rows) + "</div>"
+
+
+def _answer(case: Case, record: dict[str, Any]) -> str:
+    if record.get("answer") is None:
+        return '<p class="muted">No note: Subtask 1 only.</p>'
+    verdicts = {v["answer_id"]: v for v in record.get("grounding") or []}
+    links = {a["answer_id"]: a["evidence_id"] for a in record.get("alignment") or []}
+    own = record.get("alignment_source") == "generated"
+    parts = []
+    sentences = (record.get("answer_sentences") or []) if own else []
+    if not sentences:  # the alignment was of reference sentences: show our answer, checked sentence by sentence
+        sentences = [{"id": v["answer_id"], "text": v["text"]} for v in verdicts.values()] or \
+            [{"id": "1", "text": record["answer"]}]
+    for a in sentences:
+        v = verdicts.get(a["id"])
+        cites = "".join(f'<a class="cite" href="#c{esc(case.case_id)}-s{esc(i)}">[{esc(i)}]</a>'
+                        for i in (links.get(a["id"], []) if own else (v or {}).get("support_ids", [])))
+        if v and v["verdict"] == "unsupported":
+            parts.append(f'<p class="unsupported"><strong>unsupported:</strong> {esc(a["text"])}{cites} '
+                         f'<span class="muted">({esc("; ".join(v["reasons"]))})</span></p>')
+        else:
+            label = '<span class="tag good">supported</span>' if v else ""
+            parts.append(f"<p>{esc(a['text'])}{cites} {label}</p>")
+    alignment = ""
+    if not own and record.get("alignment"):
+        alignment = "<h3>Alignment of the reference answer sentences (Subtask 4)</h3>" + table(
+            ["answer sentence", "cited note sentences"],
+            [(a["answer_id"], ", ".join(a["evidence_id"]) or "none") for a in record["alignment"]])
+    return '<div class="answer">' + "".join(parts) + "</div>" + alignment
+
+
+def case_section(case: Case, record: dict[str, Any], key: KeyCase | None) -> str:
+    selected = set(record.get("evidence_ids") or [])
+    errors = 0
+    if key is not None:
+        errors = len(selected ^ key.essential)
+    unsupported = sum(v["verdict"] == "unsupported" for v in record.get("grounding") or [])
+    fallbacks = record.get("fallbacks") or {}
+    badges = [f'<span class="{"bad" if errors else "good"}">{errors} evidence disagreements with gold</span>'
+              if key is not None else "",
+              f'<span class="warn">fallbacks: {esc(", ".join(fallbacks))}</span>' if fallbacks else "",
+              f'<span class="bad">{unsupported} unsupported sentences</span>' if unsupported else "",
+              f'<span class="muted">{record.get("seconds", 0):.2f} s</span>']
+    gold_q = f"<p><strong>Reference question:</strong> {esc(case.clinician_question)}</p>" if case.clinician_question else ""
+    return (f'<section class="case" id="case-{esc(case.case_id)}" data-errors="{int(errors > 0)}" '
+            f'data-fallbacks="{int(bool(fallbacks))}" data-unsupported="{int(unsupported > 0)}">'
+            f'<h2>Case {esc(case.case_id)}</h2><div class="badges">{"".join(badges)}</div>'
+            f'<div class="grid"><div><h3>Patient narrative</h3><p>{_marked_narrative(case)}</p>'
+            f'<p><strong>Clinician question:</strong> {esc(record.get("clinician_question"))}</p>{gold_q}'
+            f"<h3>Answer</h3>{_answer(case, record)}</div>"
+            f'<div><h3>Note (shaded by evidence score; selected sentences have a blue bar)</h3>'
+            f'<p class="muted">selection: {esc(record.get("selection"))}</p>{_note(case, record, key)}</div></div>'
+            "</section>")
+
+
+def _scores(scores: dict[str, Any] | None, cases: list[Case], key: dict[str, KeyCase] | None) -> str:
+    if not scores:
+        return "<p>No scores: these cases have no key and no reference questions.</p>"
+    rows = []
+    for st in ("subtask_1", "subtask_2", "subtask_3", "subtask_4"):
+        s = scores.get(st) or {}
+        if "overall_score" in s:
+            rows.append((st, s["overall_score"], ", ".join(f"{k} {v:.2f}" for k, v in s.items()
+                                                         if isinstance(v, float) and k != "overall_score")))
+        else:
+            rows.append((st, None, s.get("invalid") or s.get("unavailable") or "not scored"))
+    out = table(["subtask", "overall", "metrics"], rows)
+    if key:
+        with_note = [c for c in cases if c.sentences and c.case_id in key]
+        baselines = {"all sentences": {c.case_id: [s.id for s in c.sentences] for c in with_note},
+                     "first 3 sentences": {c.case_id: [s.id for s in c.sentences[:3]] for c in with_note}}
+        sub_key = {c.case_id: key[c.case_id] for c in with_note}
+        ours = (scores.get("subtask_2") or {}).get("strict_micro_f1")
+        out += "<h3>Subtask 2 against trivial baselines (same cases)</h3>" + table(
+            ["evidence", "strict micro F1"],
+            [("this run", ours)] + [(name, score_subtask2(pred, sub_key)["strict_micro_f1"])
+                                    for name, pred in baselines.items()])
+    return out
+
+
+def render(cfg: Any, cases: list[Case], key: dict[str, KeyCase] | None, records: list[dict[str, Any]],
+           usage: dict[str, Any], scores: dict[str, Any] | None) -> str:
+    by_id = {r["case_id"]: r for r in records}
+    shown = [c for c in cases if c.case_id in by_id]
+    stages = usage.get("stages") or {}
+    lm = (cfg.lm.get("client") or {}).get("model", "none") if cfg.get("lm") else "none"
+    grounding = usage.get("grounding") or {}
+    summary = (f"<p>program={esc(cfg.program.name)}, lm={esc(lm)}, stages="
+               f"{esc(', '.join(f'{k}={v}' for k, v in (cfg.program.get('stages') or {}).items()))}; "
+               f"{usage.get('cases', 0)} cases, {usage.get('seconds_per_case', 0):.2f} s and "
+               f"{usage.get('lm_calls_per_case', 0):.2f} LM calls per case; fallbacks: "
+               f"{esc(usage.get('fallbacks') or 'none')}; grounding: "
+               f"{grounding.get('unsupported', 0)} of {grounding.get('answer_sentences', 0)} answer sentences "
+               "unsupported</p>")
+    charts = (bar_chart("seconds per stage (all cases)", [(k, v["seconds"]) for k, v in stages.items()], " s")
+              + bar_chart("LM calls per stage", [(k, float(v["lm_calls"])) for k, v in stages.items()])
+              + bar_chart("tokens per stage (in + out)",
+                          [(k, float(v["input_tokens"] + v["output_tokens"])) for k, v in stages.items()]))
+    index = '<nav class="index" aria-label="case index">Cases: ' + " ".join(
+        f'<a href="#case-{esc(c.case_id)}">{esc(c.case_id)}</a>' for c in shown) + "</nav>"
+    options = [("fallbacks", "only cases with fallbacks"), ("unsupported", "only cases with unsupported sentences")]
+    if key is not None:
+        options.insert(0, ("errors", "only disagreements with gold"))
+    body = (f"<h1>clinprog run: {esc(cfg.program.name)}</h1>{summary}<h2>Scores</h2>{_scores(scores, cases, key)}"
+            f"<h2>Usage per stage</h2>{charts}"
+            + table(["stage", "LM calls", "input tokens", "output tokens", "seconds"],
+                    [(k, v["lm_calls"], v["input_tokens"], v["output_tokens"], v["seconds"]) for k, v in stages.items()])
+            + f"<h2>Cases</h2>{index}{filters(options)}"
+            + "".join(case_section(c, by_id[c.case_id], (key or {}).get(c.case_id)) for c in shown))
+    return page(f"clinprog {cfg.program.name} run", body)

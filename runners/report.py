@@ -1,0 +1,32 @@
+"""`task=report dir=RUN`: rebuild report.html (and report.md) of a finished run from its files, without rerunning."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from common.errors import ClinprogError
+from common.prediction_log import PredictionLog
+from runners.common import write_text
+from runners.program import contract_for
+
+
+def report(cfg: DictConfig) -> None:
+    if not cfg.get("dir"):
+        raise ClinprogError("task=report needs dir=<a run folder>")
+    run = Path(cfg.dir)
+    config_path = run / "config.json"
+    if not config_path.is_file():
+        raise ClinprogError(f"{run}: no config.json (not a finished clinprog run folder)")
+    saved = OmegaConf.create(json.loads(config_path.read_text(encoding="utf-8")))
+    contract = contract_for(saved)
+    inputs = contract.load(saved)
+    done = PredictionLog(run / "predictions.jsonl", contract.record_id).read()
+    records = [done[contract.item_id(i)] for i in inputs.items if contract.item_id(i) in done]
+    usage = json.loads((run / "usage.json").read_text()) if (run / "usage.json").is_file() else contract.usage(records)
+    scores = json.loads((run / "scores.json").read_text()) if (run / "scores.json").is_file() else None
+    write_text(run / "report.md", contract.report(saved, usage, scores))
+    write_text(run / "report.html", contract.report_html(saved, inputs, records, usage, scores))
+    print(f"report: {run / 'report.html'} ({len(records)} {contract.unit}s)")

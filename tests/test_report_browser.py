@@ -1,0 +1,107 @@
+"""report.html in a real browser: headless Chromium (Debian's package) driven by Playwright, no browser download.
+
+Checks: one section per case, the highlighted sentences are the run's selection, every citation link resolves to a
+note sentence element, filters change what is shown, no console errors, no network requests. Saves screenshots."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (.ci/run "
+                                "installs it: apt-get install -y chromium)")
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield b
+        b.close()
+
+
+def open_page(browser, path: Path, width: int = 1280):
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    errors, requests = [], []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(path.as_uri())
+    return page, errors, requests
+
+
+def test_archehr_report_in_chromium(browser, tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, str(ROOT / "main.py"), f"data.cases={ROOT / 'data/archehr/dev_cases.xml'}",
+                           "data.limit=6", "metrics.bertscore=null", "progress=false", f"hydra.run.dir={out}"],
+                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    records = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    page, errors, requests = open_page(browser, out / "report.html")
+    assert page.locator("section.case").count() == len(records) == 6
+    for r in records:
+        selected = page.locator(f"#case-{r['case_id']} .sent.selected").evaluate_all(
+            "els => els.map(e => e.id.split('-s').pop())")
+        assert selected == r["evidence_ids"]
+    links = page.locator("a.cite").evaluate_all("els => els.map(e => e.getAttribute('href'))")
+    assert links and all(page.locator(href).count() == 1 for href in links)
+    assert page.locator(links[0]).evaluate("e => e.classList.contains('sent')")
+    shown = lambda: page.locator("section.case:visible").count()  # noqa: E731
+    disagreeing = sum(1 for c in page.locator("section.case").evaluate_all("els => els.map(e => e.dataset.errors)")
+                      if c == "1")
+    page.get_by_label("only disagreements with gold").check()
+    assert shown() == disagreeing
+    page.get_by_label("only cases with fallbacks").check()  # the offline program has none: nothing is shown
+    with_fallbacks = sum(1 for r in records if r["fallbacks"])
+    assert shown() == with_fallbacks == 0 and page.locator("#shown-count").inner_text() == "0 of 6 shown"
+    page.get_by_label("only disagreements with gold").uncheck()
+    page.get_by_label("only cases with fallbacks").uncheck()
+    assert shown() == 6
+    page.keyboard.press("Tab")  # keyboard reachable: focus lands on a control or a link
+    assert page.evaluate("document.activeElement.tagName") in ("A", "INPUT")
+    page.screenshot(path=str(tmp_path / "archehr_1280.png"), full_page=False)
+    phone, phone_errors, _ = open_page(browser, out / "report.html", width=390)
+    assert phone.evaluate("document.documentElement.scrollWidth") <= 390 + 1  # no horizontal scroll at phone width
+    phone.screenshot(path=str(tmp_path / "archehr_390.png"))
+    assert errors == [] and phone_errors == []
+    assert all(url.startswith("file://") for url in requests), requests  # no network, no CDN
+
+
+def test_mediqa_report_in_chromium(browser, tmp_path, dummy_lm):
+    from programs.mediqa_corr.contract import MediqaCorrContract
+    from runners.program import compose_config
+    from tasks.mediqa_corr.data import load_notes
+    from tests.builders import program
+
+    notes = load_notes(ROOT / "data/mediqa_corr/MEDEC-MS-ValidationSet-with-GroundTruth-and-ErrorType.csv", 2)
+    step = {"observation": "o", "thought": "t", "action": "final_mistake", "search_query": "", "sentence_id": 5,
+            "corrected_sentence": "Culture tests indicate Trichomonas vaginalis."}
+    reviews = [{"reasoning": "fine", "score": 4}] * 5
+    dummy_lm([step, *reviews, {"corrected_sentence": "Culture tests indicate Trichomonas vaginalis."},
+              {**step, "action": "no_error", "sentence_id": -1, "corrected_sentence": ""}])
+    agent, contract = program("mediqa_corr"), MediqaCorrContract()
+    records = [contract.predict(agent, n) for n in notes]
+    cfg = compose_config("program=mediqa_corr")
+    path = tmp_path / "report.html"
+    path.write_text(contract.report_html(cfg, contract.load(cfg), records, contract.usage(records), None))
+    page, errors, requests = open_page(browser, path)
+    assert page.locator("section.case").count() == 2
+    assert page.locator("#note-ms-val-0 .tag", has_text="flagged by the program").count() == 1
+    assert page.locator("#note-ms-val-0 ins").count() >= 1  # the correction as a word diff
+    page.locator("#note-ms-val-0 summary").click()
+    assert page.locator("#note-ms-val-0 caption", has_text="MedEval: accepted").is_visible()
+    page.get_by_label("only notes the program corrected").check()
+    assert page.locator("section.case:visible").count() == 1
+    page.screenshot(path=str(tmp_path / "mediqa.png"))
+    assert errors == [] and all(url.startswith("file://") for url in requests)
