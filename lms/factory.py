@@ -7,6 +7,7 @@ early, with one `LMConfigError` line, on a missing key, an unreachable server or
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import urllib.error
 import urllib.request
@@ -102,21 +103,44 @@ def openai_lm(
                    num_retries=num_retries, cache=cache)
 
 
-def check_server(api_base: str, timeout: float = 3.0) -> None:
-    """Fail fast, before any case runs, when an OpenAI-compatible server does not answer."""
+STRUCTURED_OUTPUT = ("json_schema", "json_object_schema", "json_object", "none")
+# What each known server kind accepts as response_format (llama.cpp's server rejects "json_schema" with HTTP 500,
+# and with a bare "json_object" its output follows no schema).
+SERVER_STRUCTURED_OUTPUT = {"llamacpp": "json_object_schema", "vllm": "json_schema", "openai": "json_schema",
+                            "ollama": "json_schema"}
+
+
+def server_models(api_base: str, timeout: float = 3.0) -> list[str] | None:
+    """The model ids a server lists at /models, or None when it cannot be asked (no such endpoint, no JSON).
+    A server busy generating may answer slowly: a timeout here is reported as busy, not dead."""
     url = api_base.rstrip("/") + "/models"
     try:
-        with urllib.request.urlopen(url, timeout=timeout):  # noqa: S310 - user-configured local URL
-            return
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - user-configured local URL
+            data = json.loads(response.read().decode("utf-8"))
+        return [str(m.get("id")) for m in data.get("data", []) if isinstance(m, dict)]
     except urllib.error.HTTPError:
-        return  # the server answered (e.g. 401/404): it is reachable
+        return None  # the server answered (e.g. 401/404): reachable, no model list
+    except TimeoutError:
+        return None  # reachable but busy (a one-slot server generating for another request)
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
+        if isinstance(reason, TimeoutError) or "timed out" in str(reason):
+            return None
         raise LMConfigError(
             f"lm=openai_compatible: no server answers at {api_base} ({reason}); start one, e.g. "
             "`python -m llama_cpp.server --model M.gguf --logits_all false` or `vllm serve M`, "
             "then set lm.client.api_base"
         ) from None
+    except ValueError:
+        return None
+
+
+def check_server(api_base: str, model: str | None = None, timeout: float = 3.0) -> None:
+    """Fail fast, before any case runs: no server answers, or it does not serve `model` (the list is printed)."""
+    models = server_models(api_base, timeout)
+    if model is not None and models and model not in models:
+        raise LMConfigError(f"lm=openai_compatible: the server at {api_base} does not serve model {model!r}; it "
+                            f"serves {models} (set lm.client.model)")
 
 
 def openai_compatible_lm(
@@ -128,13 +152,25 @@ def openai_compatible_lm(
     num_retries: int = 3,
     cache: bool = True,
     check: bool = True,
+    server: str = "llamacpp",
+    structured_output: str | None = None,
+    timeout: float | None = 120.0,
 ) -> dspy.LM:
+    if server not in SERVER_STRUCTURED_OUTPUT:
+        raise LMConfigError(f"lm.client.server must be one of {sorted(SERVER_STRUCTURED_OUTPUT)}, not {server!r}")
+    mode = structured_output or SERVER_STRUCTURED_OUTPUT[server]
+    if mode not in STRUCTURED_OUTPUT:
+        raise LMConfigError(f"lm.client.structured_output must be one of {STRUCTURED_OUTPUT}, not {mode!r}")
     if check:
-        check_server(api_base)
+        check_server(api_base, model)
     api_key = (os.environ.get(api_key_env) if api_key_env else None) or "not-needed"
-    # engine="litellm" sends `max_tokens`, which llama.cpp's server honours (it ignores max_completion_tokens).
-    return dspy.LM(f"openai/{model}", api_base=api_base, api_key=api_key, temperature=temperature,
-                   max_tokens=max_tokens, num_retries=num_retries, cache=cache, engine="litellm")
+    # engine="litellm" sends `max_tokens`, which llama.cpp's server honours (it ignores max_completion_tokens);
+    # `timeout` bounds each request (litellm aborts the connection; retries then back off).
+    lm = dspy.LM(f"openai/{model}", api_base=api_base, api_key=api_key, temperature=temperature,
+                 max_tokens=max_tokens, num_retries=num_retries, cache=cache, engine="litellm",
+                 **({"timeout": timeout} if timeout else {}))
+    lm.structured_output = mode  # read by signatures.constrained.ConstrainedJSONAdapter
+    return lm
 
 
 def build_lm(lm_cfg: Any) -> dspy.LM:

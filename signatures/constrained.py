@@ -42,20 +42,41 @@ class ConstrainedJSONAdapter(dspy.JSONAdapter):
         return super().parse(signature, completion)
 
     def _prepare_response_format(self, lm, lm_kwargs, signature):
+        mode = getattr(lm, "structured_output", None)
+        if mode is not None:  # a server whose accepted form we know (lms.factory.openai_compatible_lm)
+            self._server_response_format(mode, lm_kwargs, signature)
+            return
         super()._prepare_response_format(lm, lm_kwargs, signature)
         fmt = lm_kwargs.get("response_format")
         if not hasattr(fmt, "model_json_schema"):
             return  # plain JSON mode, or no structured output on this backend
-        overrides = {
-            name: field.json_schema_extra[SCHEMA_KEY]
-            for name, field in signature.output_fields.items()
-            if isinstance(field.json_schema_extra, dict) and SCHEMA_KEY in field.json_schema_extra
-        }
-        if not overrides:
-            return
-        schema = copy.deepcopy(fmt.model_json_schema())
-        for name, extra in overrides.items():
-            prop = schema.get("properties", {}).get(name)
-            if prop is not None:
-                prop.update(copy.deepcopy(extra))
+        schema = self.schema(signature, fmt.model_json_schema())
         fmt.model_json_schema = lambda *args, **kwargs: schema
+
+    def schema(self, signature, base: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The signature's output JSON schema with the per-case bounds attached by `with_output_schema`."""
+        if base is None:
+            from dspy.adapters.json_adapter import _get_structured_outputs_response_format
+
+            base = _get_structured_outputs_response_format(signature, self.use_native_function_calling) \
+                .model_json_schema()
+        schema = copy.deepcopy(base)
+        for name, field in signature.output_fields.items():
+            extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+            prop = schema.get("properties", {}).get(name)
+            if SCHEMA_KEY in extra and prop is not None:
+                prop.update(copy.deepcopy(extra[SCHEMA_KEY]))
+        return schema
+
+    def _server_response_format(self, mode: str, lm_kwargs: dict[str, Any], signature) -> None:
+        """The per-case schema in the form the server accepts: OpenAI/vLLM `json_schema`, llama.cpp's server
+        `json_object` + `schema` (grammar-constrained), a bare `json_object`, or nothing."""
+        if mode == "none":
+            lm_kwargs.pop("response_format", None)
+        elif mode == "json_object":
+            lm_kwargs["response_format"] = {"type": "json_object"}
+        elif mode == "json_object_schema":
+            lm_kwargs["response_format"] = {"type": "json_object", "schema": self.schema(signature)}
+        else:
+            lm_kwargs["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": signature.__name__, "schema": self.schema(signature), "strict": False}}

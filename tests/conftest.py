@@ -34,3 +34,19 @@ def bundled_cases():
     from tasks.archehr.data import load_cases
 
     return load_cases(BUNDLED_CASES)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The slow tier (`-m slow`): the embedded LM and real LM servers; everything else is the fast tier."""
+    for item in items:
+        if item.get_closest_marker("embedded_lm") or item.get_closest_marker("server"):
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session")
+def llama_server():
+    from tests.llama_server import LlamaServer
+
+    server = LlamaServer().start()
+    yield server
+    server.stop()
