@@ -25,7 +25,11 @@ def main(cfg: DictConfig) -> float | None:
         task = getattr(runner, str(cfg.task), None)
         if task is None or cfg.task not in (*cfg.task_runners, *cfg.program_tasks):
             raise ClinprogError(f"unknown task={cfg.task}: choose one of {[*cfg.program_tasks, *cfg.task_runners]}")
-        return task(cfg)
+        from common.tracking import tracked
+        from runners.common import output_dir
+
+        with tracked(cfg, output_dir()):
+            return task(cfg)
     except ClinprogError as exc:
         # One clear line instead of a traceback: a missing key, a dead server, a malformed file, a bad config value.
         print(f"error: {exc}", file=sys.stderr)

@@ -30,7 +30,13 @@ def configure_dspy(cfg: DictConfig) -> None:
     name = cfg.lm.get("adapter", "json")
     if name not in adapters:
         raise ConfigError(f"lm.adapter must be one of {sorted(adapters)}, not {name!r}")
-    dspy.configure(adapter=adapters[name](), track_usage=False)
+    callbacks = []
+    limits = cfg.lm.get("rate_limit") or {}
+    if limits.get("rpm") or limits.get("tpm"):
+        from lms.rate_limit import RateLimiter
+
+        callbacks.append(RateLimiter(rpm=limits.get("rpm"), tpm=limits.get("tpm")))
+    dspy.configure(adapter=adapters[name](), track_usage=False, callbacks=callbacks)
 
 
 def output_dir() -> Path:

@@ -88,3 +88,23 @@ def test_live_openai_compatible_server():
     lm = openai_compatible_lm(os.environ.get("OPENAI_COMPATIBLE_MODEL", "local-model"),
                               os.environ["OPENAI_COMPATIBLE_API_BASE"], cache=False, max_tokens=20)
     assert lm("Say OK.")[0]
+
+
+def test_rate_limiter_keeps_requests_and_tokens_per_minute_under_the_quota():
+    from lms.rate_limit import RateLimiter
+
+    now = [0.0]
+    slept = []
+
+    def sleep(seconds):
+        slept.append(seconds)
+        now[0] += seconds
+
+    limiter = RateLimiter(rpm=3, tpm=1000, clock=lambda: now[0], sleep=sleep)
+    for _ in range(3):
+        limiter.acquire(100)
+    assert slept == []
+    limiter.acquire(100)  # the 4th request in the same minute waits for the first to expire
+    assert slept == [60.0] and now[0] == 60.0
+    limiter.acquire(950)  # the 100 tokens booked at t=60 are in the window: 1,050 > 1,000 waits until t=120
+    assert slept == [60.0, 60.0] and now[0] == 120.0 and limiter.waited == 120.0

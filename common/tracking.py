@@ -1,0 +1,115 @@
+"""`tracking=mlflow`: log each run / compile / sweep job to MLflow (params, metrics, artifacts; sweeps nested).
+
+Off by default (`tracking=none`). What is logged comes from the run folder after the task: `scores.json` and
+`usage.json` (numbers, flattened) as metrics, every file of the folder as artifacts, the resolved config (flattened)
+as params. Sweep jobs of one multirun share a parent run, found through a small file in the sweep folder (safe with
+parallel launchers: created with O_EXCL).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from common.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    if isinstance(value, list):
+        return {prefix: json.dumps(value)[:500]}
+    return {prefix: value}
+
+
+def _numbers(path: Path, prefix: str) -> dict[str, float]:
+    if not path.is_file():
+        return {}
+    flat = flatten(json.loads(path.read_text()), prefix)
+    return {k.replace("@", "_"): float(v) for k, v in flat.items()
+            if isinstance(v, int | float) and not isinstance(v, bool) and v == v}
+
+
+def _sweep_dir() -> Path | None:
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        hc = HydraConfig.get()
+    except ValueError:
+        return None
+    return Path(hc.sweep.dir) if str(hc.mode) == "RunMode.MULTIRUN" else None
+
+
+def _parent_run(mlflow: Any, sweep: Path, experiment_id: str) -> str:
+    """One parent run per multirun folder; the first job creates it, the others read its id."""
+    sweep.mkdir(parents=True, exist_ok=True)
+    marker = sweep / ".mlflow_parent_run"
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        for _ in range(100):
+            run_id = marker.read_text().strip()
+            if run_id:
+                return run_id
+            time.sleep(0.1)
+        raise ConfigError(f"{marker}: no parent run id") from None
+    client = mlflow.tracking.MlflowClient()
+    run = client.create_run(experiment_id, run_name=f"sweep {sweep.name}", tags={"sweep_dir": str(sweep)})
+    client.set_terminated(run.info.run_id)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(run.info.run_id)
+    return run.info.run_id
+
+
+@contextlib.contextmanager
+def tracked(cfg: DictConfig, out: Path) -> Iterator[None]:
+    tracking = cfg.get("tracking") or {}
+    if tracking.get("name", "none") != "mlflow":
+        yield
+        return
+    try:
+        import mlflow
+    except ImportError:
+        raise ConfigError("tracking=mlflow needs MLflow: pip install -e \".[tracking]\"") from None
+    uri = str(tracking.uri)
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    mlflow.set_tracking_uri(uri)
+    name = str(tracking.experiment)
+    experiment = mlflow.get_experiment_by_name(name)
+    experiment_id = experiment.experiment_id if experiment else mlflow.create_experiment(
+        name, artifact_location=str(Path(tracking.artifact_location).resolve()) if uri.startswith("sqlite") else None)
+    sweep = _sweep_dir()
+    tags = {"mlflow.parentRunId": _parent_run(mlflow, sweep, experiment_id)} if sweep else {}
+    if tracking.get("traces"):
+        try:
+            mlflow.dspy.autolog()
+        except Exception as exc:  # the skinny package has no DSPy flavour
+            log.warning("tracking.traces=true: MLflow's DSPy autologging is unavailable here (%s)", exc)
+    with mlflow.start_run(experiment_id=experiment_id, run_name=f"{cfg.program.name} {cfg.task} {out.name}",
+                          tags={**tags, "task": str(cfg.task), "program": str(cfg.program.name)}) as run:
+        params = flatten(OmegaConf.to_container(cfg, resolve=True))
+        mlflow.log_params({k: str(v)[:500] for k, v in params.items() if not k.startswith("hydra")})
+        try:
+            yield
+        finally:
+            metrics = {**_numbers(out / "scores.json", "scores"), **_numbers(out / "usage.json", "usage")}
+            if metrics:
+                mlflow.log_metrics(metrics)
+            for path in sorted(out.iterdir()) if out.is_dir() else []:
+                if path.is_file() and not path.name.endswith((".tmp", ".lock")):
+                    mlflow.log_artifact(str(path))
+            print(f"tracking: logged to MLflow run {run.info.run_id} (experiment {name}) at {uri}")
