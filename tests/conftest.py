@@ -45,7 +45,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def llama_server():
-    from tests.llama_server import LlamaServer
+    from lms.local_server import LlamaServer
 
     server = LlamaServer().start()
     yield server

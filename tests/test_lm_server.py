@@ -12,8 +12,8 @@ import time
 
 import pytest
 
+from lms.local_server import MODEL_ALIAS, LlamaServer, RecordingProxy
 from tests.conftest import ROOT
-from tests.llama_server import MODEL_ALIAS, LlamaServer, RecordingProxy
 
 pytestmark = pytest.mark.server
 

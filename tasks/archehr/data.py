@@ -117,6 +117,21 @@ def load_cases(path: str | Path) -> list[Case]:
         root = ET.parse(path).getroot()
     except ET.ParseError as exc:
         raise ArchEHRDataError(f"{path}: malformed XML ({exc})") from None
+    return _cases(root, path)
+
+
+def cases_from_xml(text: str, where: str = "request") -> list[Case]:
+    """Cases from XML text (one posted case): the same checks as a file."""
+    if "<!DOCTYPE" in text or "<!ENTITY" in text:  # no entity expansion from untrusted input
+        raise ArchEHRDataError(f"{where}: DOCTYPE/ENTITY declarations are not accepted")
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        raise ArchEHRDataError(f"{where}: malformed XML ({exc})") from None
+    return _cases(root, where)
+
+
+def _cases(root: ET.Element, path: str | Path) -> list[Case]:
     if root.tag != "annotations":
         raise ArchEHRDataError(f"{path}: root element is <{root.tag}>, expected <annotations>")
     cases = [_parse_case(e, str(path)) for e in root.findall("case")]

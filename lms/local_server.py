@@ -1,5 +1,5 @@
-"""A real OpenAI-compatible server for the tests: `python -m llama_cpp.server` with the packaged SmolLM2 GGUF on
-127.0.0.1 (a free port), and a recording proxy in front of it that keeps every request body the client sends."""
+"""A local OpenAI-compatible LM server for tests and benchmarks: `python -m llama_cpp.server` with the packaged
+SmolLM2 GGUF on 127.0.0.1 (a free port), and a recording proxy that keeps every request body a client sends."""
 
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""`task=serve`: a program over HTTP (FastAPI), offline by default."""

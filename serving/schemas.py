@@ -1,0 +1,77 @@
+"""Request and response bodies of the HTTP API (pydantic; the OpenAPI document is generated from them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field, model_validator
+
+
+class NoteSentenceIn(BaseModel):
+    id: str = Field(min_length=1, description="the sentence id, as in the official XML")
+    text: str = Field(min_length=1)
+
+
+class ArchEHRRequest(BaseModel):
+    """One case: the patient's narrative, optional marked question phrases and the note's sentences; or the
+    official XML of one case in `xml`."""
+
+    case_id: str = "request"
+    patient_narrative: str | None = None
+    patient_question: list[str] = Field(default_factory=list, description="marked question phrases, if any")
+    clinician_question: str | None = Field(None, description="given (ArchEHR-QA 2025) or produced by stage 1")
+    sentences: list[NoteSentenceIn] = Field(default_factory=list, description="the note excerpt, one item a sentence")
+    xml: str | None = Field(None, description="alternatively: `<annotations><case>...</case></annotations>`")
+
+    @model_validator(mode="after")
+    def one_form(self) -> ArchEHRRequest:
+        if self.xml is None and not (self.patient_narrative or "").strip():
+            raise ValueError("give patient_narrative (with sentences) or xml")
+        ids = [s.id for s in self.sentences]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"sentences: duplicate ids {dupes}")
+        return self
+
+
+class ArchEHRResponse(BaseModel):
+    case_id: str
+    clinician_question: str
+    evidence_ids: list[str]
+    scores: dict[str, int] | None
+    selection: str | None
+    answer: str | None
+    alignment: list[dict[str, Any]]
+    grounding: list[dict[str, Any]] | None
+    fallbacks: dict[str, str]
+    lm_failure: str | None = Field(None, description="set when the LM failed and the non-LLM program answered")
+    usage: dict[str, Any]
+    seconds: float
+
+
+class MediqaRequest(BaseModel):
+    text_id: str = "request"
+    sentences: list[NoteSentenceIn] = Field(min_length=1, description="the note, one item a sentence; ids are integers")
+
+    @model_validator(mode="after")
+    def integer_ids(self) -> MediqaRequest:
+        bad = [s.id for s in self.sentences if not s.id.lstrip("-").isdigit()]
+        if bad:
+            raise ValueError(f"sentences: ids must be integers, not {bad[:5]}")
+        ids = [s.id for s in self.sentences]
+        if len(set(ids)) != len(ids):
+            raise ValueError("sentences: duplicate ids")
+        return self
+
+
+class MediqaResponse(BaseModel):
+    text_id: str
+    flag: int
+    sentence_id: int
+    correction: str
+    line: str
+    outcome: str
+    lm_failure: str | None = None
+    episodes: list[dict[str, Any]]
+    usage: dict[str, Any]
+    seconds: float

@@ -1,0 +1,153 @@
+"""`task=serve` started as a user starts it, on 127.0.0.1, called with an HTTP client: every endpoint, every error
+class, concurrent requests, and an LM failure answered by the documented fallback."""
+
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+
+from lms.local_server import free_port
+from tests.conftest import BUNDLED_CASES, ROOT
+
+TOKEN = "test-token-123"
+NOTE = [{"id": "1", "text": "HOSPITAL COURSE:"},
+        {"id": "2", "text": "Lisinopril was held because of hypotension and acute kidney injury."},
+        {"id": "3", "text": "Her creatinine improved to 1.1 by discharge."}]
+
+
+class Server:
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [sys.executable, str(ROOT / "main.py"), "task=serve", f"serve.port={self.port}", *args],
+            cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                if self.process.poll() is not None:
+                    raise RuntimeError(self.process.stderr.read()[-2000:]) from None
+                time.sleep(0.3)
+        raise RuntimeError("task=serve did not start")
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def archehr(tmp_path_factory):
+    server = Server("program=archehr", "serve.max_concurrency=1", "serve.max_queue=1", "serve.timeout_s=1",
+                    "serve.max_request_bytes=400000", f"hydra.run.dir={tmp_path_factory.mktemp('serve')}",
+                    env={"CLINPROG_SERVE_TOKEN": TOKEN})
+    yield server
+    server.stop()
+
+
+def post(server, path, body=None, content=None, token=TOKEN, timeout=60):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if content is not None:
+        headers["Content-Type"] = "application/json"
+    return httpx.post(server.url + path, json=body, content=content, headers=headers, timeout=timeout)
+
+
+def test_answer_health_and_openapi(archehr):
+    r = post(archehr, "/v1/archehr/answer", {"case_id": "c1", "patient_narrative": "Why was my lisinopril stopped?",
+                                             "sentences": NOTE})
+    assert r.status_code == 200, r.text
+    data = r.json()
+    assert data["case_id"] == "c1" and data["clinician_question"] == "Why was the patient's lisinopril stopped?"
+    assert "2" in data["evidence_ids"] and "1" not in data["evidence_ids"] and data["lm_failure"] is None
+    assert data["grounding"][0]["verdict"] == "supported" and data["usage"]["evidence"]["lm_calls"] == 0
+    health = httpx.get(archehr.url + "/health").json()
+    assert health["status"] == "ok" and health["program"] == "archehr" and health["lm"] == "none"
+    spec = httpx.get(archehr.url + "/openapi.json").json()
+    assert "/v1/archehr/answer" in spec["paths"]
+
+
+def test_the_official_xml_of_one_case_is_accepted(archehr):
+    xml = BUNDLED_CASES.read_text()
+    start = xml.index('<case id="902">')
+    one = "<annotations>" + xml[start: xml.index("</case>", start) + len("</case>")] + "</annotations>"
+    r = post(archehr, "/v1/archehr/answer", {"xml": one})
+    assert r.status_code == 200, r.text
+    assert r.json()["case_id"] == "902" and r.json()["alignment"]
+
+
+@pytest.mark.parametrize(("body", "content", "token", "status", "message"), [
+    (None, b"{bad", TOKEN, 422, "malformed JSON at character 1"),
+    ({"sentences": NOTE}, None, TOKEN, 422, "body: give patient_narrative (with sentences) or xml"),
+    ({"patient_narrative": "q", "sentences": [{"id": "1", "text": "a"}, {"id": "1", "text": "b"}]}, None, TOKEN,
+     422, "duplicate ids ['1']"),
+    ({"patient_narrative": "q", "sentences": [{"id": "1"}]}, None, TOKEN, 422, "sentences.0.text: Field required"),
+    ({"xml": "<annotations><case id='1'>"}, None, TOKEN, 422, "xml: request: malformed XML"),
+    ({"xml": "<!DOCTYPE x [<!ENTITY a 'b'>]><annotations/>"}, None, TOKEN, 422, "DOCTYPE/ENTITY"),
+    ({"patient_narrative": "q", "sentences": NOTE}, None, None, 401, "bearer token"),
+    ({"patient_narrative": "q", "sentences": NOTE}, None, "wrong", 401, "bearer token"),
+    ({"patient_narrative": "q", "sentences": [{"id": str(i), "text": "word " * 20} for i in range(5000)]}, None,
+     TOKEN, 413, "over serve.max_request_bytes=400000"),
+])
+def test_each_error_class_is_a_4xx_naming_the_problem(archehr, body, content, token, status, message):
+    r = post(archehr, "/v1/archehr/answer", body, content, token)
+    assert r.status_code == status and message in r.json()["error"], r.text
+
+
+def big(tag: str) -> dict:
+    """2,000 sentences never seen before (no cached embeddings): several seconds of work."""
+    return {"patient_narrative": "Why?", "sentences": [{"id": str(i), "text": f"Finding {tag}-{i} was noted."}
+                                                      for i in range(2000)]}
+
+
+def test_a_slow_request_is_504_and_beyond_capacity_and_queue_is_429(archehr):
+    slow = post(archehr, "/v1/archehr/answer", big("slow"))
+    assert slow.status_code == 504 and "serve.timeout_s=1" in slow.json()["error"]
+    time.sleep(6)  # the abandoned work finishes
+    with ThreadPoolExecutor(6) as pool:
+        responses = list(pool.map(lambda i: post(archehr, "/v1/archehr/answer", big(f"q{i}")), range(6)))
+    refused = [r for r in responses if r.status_code == 429]
+    assert len(refused) == 4  # 1 runs, 1 waits (serve.max_concurrency=1, serve.max_queue=1), 4 are turned away
+    assert all(r.headers["retry-after"] == "1" and "busy" in r.json()["error"] for r in refused)
+
+
+def test_concurrent_small_requests_all_succeed(archehr):
+    time.sleep(10)  # let abandoned slow work from the previous test finish
+    body = {"patient_narrative": "Why was my lisinopril stopped?", "sentences": NOTE}
+    with ThreadPoolExecutor(2) as pool:
+        responses = list(pool.map(lambda i: post(archehr, "/v1/archehr/answer", {**body, "case_id": f"c{i}"}),
+                                  range(2)))
+    assert [r.status_code for r in responses] == [200, 200]
+    assert [r.json()["case_id"] for r in responses] == ["c0", "c1"]
+
+
+def test_an_lm_failure_is_answered_by_the_documented_fallback(tmp_path):
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    lm = ("lm=openai_compatible", f"lm.client.api_base={dead}", "lm.client.check=false", "lm.client.num_retries=0",
+          f"cache_dir={tmp_path / 'cache'}")
+    archehr = Server("program=archehr", *lm, f"hydra.run.dir={tmp_path / 'a'}")
+    try:
+        r = post(archehr, "/v1/archehr/answer", {"patient_narrative": "Why was my lisinopril stopped?",
+                                                 "sentences": NOTE}, token=None)
+        assert r.status_code == 200, r.text
+        assert r.json()["lm_failure"].startswith("lm=openai_compatible (127.0.0.1:")
+        assert "2" in r.json()["evidence_ids"]  # the non-LLM program answered
+    finally:
+        archehr.stop()
+    mediqa = Server("program=mediqa_corr", "program.search.enabled=false", *lm, f"hydra.run.dir={tmp_path / 'm'}")
+    try:
+        r = post(mediqa, "/v1/mediqa_corr/correct", {"text_id": "n1", "sentences": [
+            {"id": "0", "text": "A man has fever."}, {"id": "1", "text": "He is treated with penicillin for MRSA."}]},
+            token=None)
+        assert r.status_code == 200, r.text
+        assert r.json()["line"] == "n1 0 -1 NA" and r.json()["outcome"] == "lm_failure" and r.json()["lm_failure"]
+        bad = post(mediqa, "/v1/mediqa_corr/correct", {"sentences": [{"id": "x", "text": "a"}]}, token=None)
+        assert bad.status_code == 422 and "ids must be integers" in bad.json()["error"]
+    finally:
+        mediqa.stop()
