@@ -199,3 +199,24 @@ def test_weaviate_code_paths_against_a_recording_client():
     kwargs = col.query.hybrid.call_args.kwargs
     assert kwargs["alpha"] == 0.3 and kwargs["limit"] == 5 and len(kwargs["vector"]) == 64
     assert hits[0].id == "tiny:d5#0" and hits[0].score == 0.9
+
+
+def test_the_weaviate_cluster_config_creates_a_sharded_replicated_collection():
+    """conf/retriever/weaviate_cluster.yaml, built by Hydra, sends 6 shards x 3 replicas to the cluster."""
+    from types import SimpleNamespace
+    from unittest.mock import MagicMock
+
+    from hydra.utils import instantiate
+
+    from runners.program import compose_config
+
+    cfg = compose_config("retriever=weaviate_cluster")
+    client = MagicMock()
+    client.collections.exists.return_value = False
+    col = client.collections.get.return_value
+    col.config.get.return_value = SimpleNamespace(description=json.dumps({"embedder": "hash-bow@64", "dim": 64}))
+    index = instantiate(cfg.retriever.backend, embedder=HashEmbedder(), client=client)
+    index.prepare("clinicalcorp", "hash")
+    create = client.collections.create.call_args
+    assert create.args[0] == "ClinicalCorp"
+    assert create.kwargs["sharding_config"].desiredCount == 6 and create.kwargs["replication_config"].factor == 3
