@@ -17,6 +17,11 @@ import dspy
 SCHEMA_KEY = "output_schema"
 
 
+def reply_bound(max_tokens: int | None) -> dict[str, int]:
+    """A predictor call's `config` bounding the reply (empty: the LM's own max_tokens)."""
+    return {"max_tokens": int(max_tokens)} if max_tokens else {}
+
+
 def with_output_schema(signature: type[dspy.Signature], field: str, json_schema: dict[str, Any]) -> type[dspy.Signature]:
     """Return `signature` with `json_schema` attached to output `field` (instructions and types unchanged)."""
     return signature.with_updated_fields(field, **{SCHEMA_KEY: dict(json_schema)})

@@ -7,14 +7,15 @@ import dspy
 from common.failures import RECOVERABLE, StageOutputError, describe
 from programs.archehr.text import numbered
 from signatures.archehr import AlignAnswer
-from signatures.constrained import with_output_schema
+from signatures.constrained import reply_bound, with_output_schema
 from tasks.archehr.data import AnswerSentence, NoteSentence
 
 
 class AnswerAligner(dspy.Module):
-    def __init__(self, max_citations: int) -> None:
+    def __init__(self, max_citations: int, tokens_per_citation: int | None = 6) -> None:
         super().__init__()
         self.max_citations = max_citations
+        self.tokens_per_citation = tokens_per_citation  # reply bound per answer sentence and citation
         self.align = dspy.Predict(AlignAnswer)
 
     def forward(self, answer_sentences: list[AnswerSentence], sentences: list[NoteSentence]) -> dspy.Prediction:
@@ -32,6 +33,8 @@ class AnswerAligner(dspy.Module):
                 answer_sentences=numbered((a.id, a.text) for a in answer_sentences),
                 note_sentences=numbered((s.id, s.text) for s in sentences),
                 signature=signature,
+                config=reply_bound(self.tokens_per_citation
+                                   and 32 + n * (4 + self.tokens_per_citation * self.max_citations)),
             )
             citations = [[str(c).strip().strip("[]") for c in row] for row in out.citations]
             if len(citations) != n:

@@ -7,14 +7,15 @@ import dspy
 from common.failures import RECOVERABLE, StageOutputError, describe
 from programs.archehr.text import numbered, soft_cut
 from signatures.archehr import GenerateAnswer, with_limits
-from signatures.constrained import with_output_schema
+from signatures.constrained import reply_bound, with_output_schema
 from tasks.archehr.data import NoteSentence
 
 
 class AnswerGenerator(dspy.Module):
-    def __init__(self, max_words: int, soft_cut_ratio: float) -> None:
+    def __init__(self, max_words: int, soft_cut_ratio: float, max_tokens: int | None = None) -> None:
         super().__init__()
         self.max_words = max_words
+        self.max_tokens = max_tokens
         self.soft_cut_ratio = soft_cut_ratio
         self.generate = dspy.Predict(with_limits(GenerateAnswer, max_words=max_words))
 
@@ -28,6 +29,7 @@ class AnswerGenerator(dspy.Module):
                 evidence=numbered((s.id, s.text) for s in evidence),
                 note_excerpt=note_excerpt,
                 signature=signature,
+                config=reply_bound(self.max_tokens),
             )
             raw = (out.answer or "").strip()
             if not raw:

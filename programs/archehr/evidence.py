@@ -7,7 +7,7 @@ import dspy
 from common.failures import RECOVERABLE, StageOutputError, describe
 from programs.archehr.text import numbered
 from signatures.archehr import ScoreEvidence
-from signatures.constrained import with_output_schema
+from signatures.constrained import reply_bound, with_output_schema
 from tasks.archehr.data import NoteSentence
 
 LIKERT = [1, 2, 3, 4, 5]
@@ -27,8 +27,10 @@ def select_evidence(sentences: list[NoteSentence], scores: list[int], strict_thr
 
 class EvidenceScorer(dspy.Module):
     preferred_anchor = "clinician_question"  # the seed's choice (62.9 vs 60.2 F1 with the raw narrative)
-    def __init__(self, strict_threshold: int, lenient_threshold: int, fallback_count: int) -> None:
+    def __init__(self, strict_threshold: int, lenient_threshold: int, fallback_count: int,
+                 tokens_per_sentence: int | None = 4) -> None:
         super().__init__()
+        self.tokens_per_sentence = tokens_per_sentence  # reply bound: 32 + this per sentence (null: the LM's)
         self.strict_threshold = strict_threshold
         self.lenient_threshold = lenient_threshold
         self.fallback_count = fallback_count
@@ -49,6 +51,7 @@ class EvidenceScorer(dspy.Module):
                 clinician_question=clinician_question,
                 note_sentences=numbered((s.id, s.text) for s in sentences),
                 signature=signature,
+                config=reply_bound(self.tokens_per_sentence and 32 + self.tokens_per_sentence * n),
             )
             scores = [int(v) for v in out.scores]
             if len(scores) != n:

@@ -7,13 +7,14 @@ import dspy
 from common.failures import RECOVERABLE, StageOutputError, describe
 from programs.archehr.text import last_question_sentence, truncate_words
 from signatures.archehr import InterpretQuestion, with_limits
-from signatures.constrained import with_output_schema
+from signatures.constrained import reply_bound, with_output_schema
 
 
 class QuestionInterpreter(dspy.Module):
-    def __init__(self, max_words: int, demos: list[dspy.Example] | None = None) -> None:
+    def __init__(self, max_words: int, demos: list[dspy.Example] | None = None, max_tokens: int | None = None) -> None:
         super().__init__()
         self.max_words = max_words
+        self.max_tokens = max_tokens  # bounds the reply (null: the LM's max_tokens)
         self.interpret = dspy.Predict(with_limits(InterpretQuestion, max_words=max_words))
         # Curated demos (public dev pairs) are configuration, not learned state: kept outside the predictor so an
         # optimizer's reset_copy() (BootstrapFewShot) cannot drop them; bootstrapped demos are added after them.
@@ -26,7 +27,8 @@ class QuestionInterpreter(dspy.Module):
                                        {"type": "string", "maxLength": 12 * self.max_words})
         try:
             out = self.interpret(patient_narrative=patient_narrative, patient_question=patient_question or "(none)",
-                                 signature=signature, demos=[*self.curated_demos, *self.interpret.demos])
+                                 signature=signature, demos=[*self.curated_demos, *self.interpret.demos],
+                                 config=reply_bound(self.max_tokens))
             raw = (out.clinician_question or "").strip()
             if not raw:
                 raise StageOutputError("empty clinician question")
