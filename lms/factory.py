@@ -55,6 +55,7 @@ def embedded_lm(
     temperature: float = 0.0,
     max_tokens: int = 512,
     cache: bool = True,
+    prompt_cache_mb: int = 0,
 ) -> dspy.LM:
     from lms.llamacpp_engine import LlamaCppEngine
 
@@ -66,7 +67,8 @@ def embedded_lm(
         path = resolve_packaged_file(package, package_file)
     else:
         raise LMConfigError("lm=embedded needs lm.client.model_path or a packaged model (package, package_file)")
-    engine = LlamaCppEngine(path, n_ctx=n_ctx, n_threads=n_threads, seed=seed, fold_system=fold_system)
+    engine = LlamaCppEngine(path, n_ctx=n_ctx, n_threads=n_threads, seed=seed, fold_system=fold_system,
+                            prompt_cache_mb=prompt_cache_mb)
     return dspy.LM(f"embedded/{model}", engine=engine, temperature=temperature, max_tokens=max_tokens, cache=cache)
 
 

@@ -41,6 +41,7 @@ class LlamaCppEngine:
         fold_system: bool | None = None,
         chat_format: str | None = None,
         verbose: bool = False,
+        prompt_cache_mb: int = 0,
     ) -> None:
         path = Path(model_path)
         if not path.is_file():
@@ -60,6 +61,12 @@ class LlamaCppEngine:
             chat_format=chat_format,
             verbose=verbose,
         )
+        if prompt_cache_mb:
+            # llama.cpp reuses the KV state of the previous prompt's shared prefix by itself; a RAM cache of states
+            # also finds the prefix of an earlier prompt (the agent's note after the reviewers' prompts).
+            from llama_cpp import LlamaRAMCache
+
+            self._llama.set_cache(LlamaRAMCache(capacity_bytes=prompt_cache_mb << 20))
         has_template = "tokenizer.chat_template" in (self._llama.metadata or {})
         # Some llama.cpp chat formats (e.g. gemma's) silently drop the system message, which is where
         # DSPy puts the instructions; without a template, fold it into the first user turn.
