@@ -1,9 +1,9 @@
 """The embedded LM with and without a RAM cache of KV states (`lm.client.prompt_cache_mb`), same run otherwise.
 
-    python benchmarks/embedded_prompt_cache.py [--notes 1]
+    python benchmarks/embedded_prompt_cache.py [--notes 4] [--only archehr|mediqa_corr]
 
-ArchEHR: the 3 bundled cases; MEDIQA-CORR: the first validation note(s) at the defaults (N=4 steps, M=5 episodes),
-search off (no index needed). DSPy's cache is off, so every request reaches the model. llama.cpp already reuses the
+ArchEHR: the 3 bundled cases; MEDIQA-CORR: the first validation notes (--notes) at the defaults (N=4 steps,
+M=5 episodes), search off (no index needed). DSPy's cache is off, so every request reaches the model. llama.cpp already reuses the
 KV state of the previous prompt's shared prefix (MedEval's five reviews differ only in the last field, the
 criterion); the RAM cache adds earlier prompts' prefixes.
 """
@@ -37,13 +37,17 @@ def run(*overrides: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--notes", type=int, default=1)
+    parser.add_argument("--notes", type=int, default=4)
+    parser.add_argument("--only", choices=["archehr", "mediqa_corr"], default=None)
     args = parser.parse_args()
     rows = []
     for mb in (0, 512):
-        rows.append(("archehr (per case)", mb, run("program=archehr", f"lm.client.prompt_cache_mb={mb}")))
-        rows.append(("mediqa_corr (per note)", mb, run("program=mediqa_corr", "program.search.enabled=false",
-                                                       f"data.limit={args.notes}", f"lm.client.prompt_cache_mb={mb}")))
+        if args.only in (None, "archehr"):
+            rows.append(("archehr (per case)", mb, run("program=archehr", f"lm.client.prompt_cache_mb={mb}")))
+        if args.only in (None, "mediqa_corr"):
+            rows.append(("mediqa_corr (per note)", mb, run("program=mediqa_corr", "program.search.enabled=false",
+                                                           f"data.limit={args.notes}",
+                                                           f"lm.client.prompt_cache_mb={mb}")))
     print("embedded SmolLM2-135M, DSPy cache off, 2 CPUs\n")
     print("| program | prompt_cache_mb | seconds | LM calls | prompt tokens |")
     print("|---|---|---|---|---|")
