@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 import dspy
 from dspy.utils.usage_tracker import track_usage
 
+from common.attempts import attempts
+
 
 @dataclass
 class StageUsage:
@@ -20,6 +22,7 @@ class StageUsage:
     lm_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    retries: int = 0        # API requests beyond the calls that succeeded (429/5xx retried with backoff)
 
 
 @dataclass
@@ -31,11 +34,14 @@ class UsageLedger:
         """Time and count the LM usage of one stage; with `lm`, the stage runs under that LM."""
         usage = self.stages.setdefault(name, StageUsage())
         start = time.perf_counter()
+        sent_before = attempts()
         with track_usage() as tracker, (dspy.context(lm=lm) if lm is not None else dspy.context()):
             try:
                 yield
             finally:
                 usage.seconds += time.perf_counter() - start
+                calls = sum(len(entries) for entries in tracker.usage_data.values())
+                usage.retries += max(0, attempts() - sent_before - calls)
                 for entries in tracker.usage_data.values():
                     usage.lm_calls += len(entries)
                     usage.input_tokens += sum(int(e.get("prompt_tokens") or 0) for e in entries)

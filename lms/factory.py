@@ -175,12 +175,37 @@ def openai_compatible_lm(
     return lm
 
 
+_ATTEMPT_LOGGER: Any = None
+
+
+def count_litellm_attempts() -> None:
+    """Count every HTTP attempt LiteLLM makes (retries included) in the calling thread (common.attempts)."""
+    global _ATTEMPT_LOGGER
+    if _ATTEMPT_LOGGER is not None:
+        return
+    import litellm
+    from litellm.integrations.custom_logger import CustomLogger
+
+    from common.attempts import count_attempt
+
+    class AttemptCounter(CustomLogger):
+        def log_pre_api_call(self, model, messages, kwargs):  # runs in the calling thread, once per attempt
+            count_attempt()
+
+    _ATTEMPT_LOGGER = AttemptCounter()
+    litellm.callbacks = [*(litellm.callbacks or []), _ATTEMPT_LOGGER]
+
+
 def build_lm(lm_cfg: Any) -> dspy.LM:
     """Instantiate `lm_cfg.client` (a `_target_` builder config)."""
     from hydra.utils import instantiate
 
     try:
-        return instantiate(lm_cfg.client)
+        lm = instantiate(lm_cfg.client)
+        if "litellm" in str(getattr(lm, "_engine_spec", "")) or str(lm_cfg.client.get("_target_", "")).endswith(
+                ("openai_lm", "openai_compatible_lm")):
+            count_litellm_attempts()
+        return lm
     except Exception as exc:  # hydra wraps builder errors; surface ours unchanged
         cause: BaseException | None = exc
         while cause is not None:

@@ -12,7 +12,8 @@ def usage_summary(records: list[dict[str, Any]], roles: tuple[str, ...]) -> dict
     fallbacks: dict[str, int] = {}
     for rec in records:
         for stage, u in (rec.get("usage") or {}).items():
-            agg = stages.setdefault(stage, {"seconds": 0.0, "lm_calls": 0, "input_tokens": 0, "output_tokens": 0})
+            agg = stages.setdefault(stage, {"seconds": 0.0, "lm_calls": 0, "input_tokens": 0, "output_tokens": 0,
+                                            "retries": 0})
             for k in agg:
                 agg[k] += u.get(k, 0)
         for stage in rec.get("fallbacks") or {}:
@@ -25,6 +26,7 @@ def usage_summary(records: list[dict[str, Any]], roles: tuple[str, ...]) -> dict
         "stages": stages,
         "lm_calls_total": total_calls,
         "lm_calls_per_case": total_calls / n,
+        "retries": sum(s["retries"] for s in stages.values()),
         "seconds_per_case": sum(r.get("seconds", 0.0) for r in records) / n,
         "fallbacks": fallbacks,
         # over the cases where the stage ran (a case without a note runs stage 1 only)

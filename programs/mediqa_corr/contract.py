@@ -133,6 +133,7 @@ class MediqaCorrContract(ProgramContract[Note]):
                 "lm_calls_per_note": mean("lm_calls"), "react_steps_per_note": mean("react_steps"),
                 "searches_per_note": mean("searches"), "reflexion_turns_per_note": mean("reflexion_turns"),
                 "seconds_per_note": mean("seconds"), "parse_failures": sum(r["parse_failures"] for r in records),
+                "retries": sum(u.get("retries", 0) for r in records for u in (r.get("usage") or {}).values()),
                 "outcomes": outcomes,
                 "note": "lm_requests counts every request of the loop; lm_calls only those that reached the model "
                         "(DSPy cache hits are not calls)"}
