@@ -68,6 +68,10 @@ def choose_lm_or_offline(cfg: DictConfig, contract: ProgramContract) -> list[str
     offline = cfg.program.get("offline_stages")
     if not offline:
         raise ConfigError(f"program={contract.name} needs an LM and none is chosen: add {LM_CHOICES}")
+    without = [r for r in roles if r not in offline]
+    if without:
+        raise ConfigError(f"program={contract.name}: {', '.join(without)} needs an LM (e.g. program.grounding.judge=lm) "
+                          f"and none is chosen: add {LM_CHOICES}")
     with open_dict(cfg):
         for role in roles:
             cfg.program.stages[role] = offline[role]

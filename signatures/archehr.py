@@ -67,3 +67,14 @@ class AlignAnswer(dspy.Signature):
     answer_sentences: str = dspy.InputField(desc="one answer sentence per line, formatted `[id] text`")
     note_sentences: str = dspy.InputField(desc="one note sentence per line, formatted `[id] text`")
     citations: list[list[str]] = dspy.OutputField(desc="for each answer sentence, the supporting note sentence ids")
+
+
+class JudgeSupport(dspy.Signature):
+    """You check a clinical answer against its sources. Decide whether the note sentences fully support the answer
+    sentence: every fact, number, drug and finding in it must be stated or directly implied by them. Paraphrase in
+    plain language is fine; a fact they do not contain is not supported."""
+
+    answer_sentence: str = dspy.InputField()
+    note_sentences: str = dspy.InputField(desc="the cited note sentences, one per line, formatted `[id] text`")
+    supported: bool = dspy.OutputField()
+    reason: str = dspy.OutputField(desc="one short sentence")

@@ -48,3 +48,28 @@ def test_grounding_can_be_switched_off(dummy_lm, bundled_cases):
     dummy_lm([{"clinician_question": "Why?"}, {"scores": [1] * 10}, {"answer": "A."}, {"citations": [[]]}])
     pred = program("archehr", "program.grounding.enabled=false")(case=replace(bundled_cases[0], answer_sentences=()))
     assert pred.grounding is None and "grounding" not in pred.usage
+
+
+def test_an_lm_judge_is_a_third_check_when_configured(dummy_lm):
+    judge = check("program.grounding.judge=lm")
+    dummy_lm([{"supported": False, "reason": "the note gives no dose"}, {"supported": True, "reason": "stated"}])
+    answer = [{"id": "1", "text": "She was started on aspirin and ticagrelor."},
+              {"id": "2", "text": "She was started on aspirin."}]
+    alignment = [{"answer_id": "1", "evidence_id": ["4"]}, {"answer_id": "2", "evidence_id": ["4"]}]
+    verdicts = judge(answer, alignment, NOTE).verdicts
+    assert verdicts[0]["verdict"] == "unsupported" and verdicts[0]["reasons"] == ["LM judge: the note gives no dose"]
+    assert verdicts[1]["verdict"] == "supported"
+    assert check().judge is None  # no predictor unless configured
+
+
+def test_the_lm_judge_needs_an_lm():
+    import pytest
+
+    from common.errors import ConfigError
+    from runners.program import choose_lm_or_offline, contract_for
+    from tests.builders import config
+
+    cfg = config("program.grounding.judge=lm")
+    assert "grounding" in contract_for(cfg).lm_roles(cfg)
+    with pytest.raises(ConfigError, match=r"grounding needs an LM \(e.g. program.grounding.judge=lm\)"):
+        choose_lm_or_offline(cfg, contract_for(cfg))

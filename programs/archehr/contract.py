@@ -93,7 +93,11 @@ class ArchEHRContract(ProgramContract[Case]):
         return choices
 
     def lm_roles(self, cfg: DictConfig) -> list[str]:
-        return [stage for stage, choice in self.stage_choices(cfg).items() if choice == "lm"]
+        roles = [stage for stage, choice in self.stage_choices(cfg).items() if choice == "lm"]
+        grounding = cfg.program.get("grounding") or {}
+        if grounding.get("enabled") and grounding.get("judge") == "lm":
+            roles.append("grounding")  # the LM judge of the grounding check
+        return roles
 
     def build(self, cfg: DictConfig, role_lms: dict[str, dspy.LM] | None, **resources: Any) -> dspy.Module:
         p = cfg.program

@@ -17,11 +17,14 @@ import re
 import dspy
 
 from common.errors import ConfigError
+from common.failures import RECOVERABLE, describe
 from programs.archehr.offline.evidence import is_header
 from programs.archehr.offline.lexical import tokens
 from programs.archehr.offline.similarity import cosine_matrix
-from programs.archehr.text import soft_cut
+from programs.archehr.text import numbered, soft_cut
 from retrieval.embed import Embedder
+from signatures.archehr import JudgeSupport
+from signatures.constrained import reply_bound
 from tasks.archehr.data import NoteSentence
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
@@ -44,10 +47,15 @@ def content(text: str) -> set[str]:
 
 class GroundingCheck(dspy.Module):
     def __init__(self, embedder: Embedder, min_similarity: float, min_coverage: float, on_unsupported: str,
-                 max_words: int, soft_cut_ratio: float) -> None:
+                 max_words: int, soft_cut_ratio: float, judge: str = "none") -> None:
         super().__init__()
         if on_unsupported not in ("flag", "drop"):
             raise ConfigError(f"program.grounding.on_unsupported must be flag or drop, not {on_unsupported!r}")
+        if judge not in ("none", "lm"):
+            raise ConfigError(f"program.grounding.judge must be none or lm, not {judge!r}")
+        # An LM judge (lm.roles.grounding, else the default LM) as a third, independent check; created only when
+        # configured, so the saved state of a program without it has no extra predictor.
+        self.judge = dspy.Predict(JudgeSupport) if judge == "lm" else None
         self.embedder = embedder
         self.min_similarity, self.min_coverage, self.on_unsupported = min_similarity, min_coverage, on_unsupported
         self.max_words, self.soft_cut_ratio = max_words, soft_cut_ratio
@@ -83,6 +91,19 @@ class GroundingCheck(dspy.Module):
             reasons.append(f"numbers not in the note: {', '.join(novel_numbers)}")
         if novel_terms:
             reasons.append(f"terms not in the note: {', '.join(novel_terms)}")
+        if self.judge is not None and (cited or support):
+            try:
+                out = self.judge(answer_sentence=text, note_sentences=numbered((s.id, s.text) for s in (cited or support)),
+                                 config=reply_bound(96))
+                if not out.supported:
+                    reasons.append(f"LM judge: {str(out.reason)[:200]}")
+            except RECOVERABLE as exc:  # an unparsable judgement is no evidence either way
+                reasons_note = f"LM judge unavailable ({describe(exc)})"
+                return {**self._verdict(reasons, support, sims, ranked, coverage), "judge": reasons_note}
+        return self._verdict(reasons, support, sims, ranked, coverage)
+
+    @staticmethod
+    def _verdict(reasons, support, sims, ranked, coverage) -> dict:
         return {"verdict": "unsupported" if reasons else "supported", "support_ids": [s.id for s in support],
                 "similarity": round(sims[ranked[0]], 4) if sims else None, "coverage": round(coverage, 4),
                 "reasons": reasons}

@@ -100,7 +100,7 @@ class ArchEHRCascade(dspy.Module):
             # the program's own answer: its sentences with the alignment's citations when those sentences were aligned
             own = answer_items if alignment_source == "generated" else [
                 {"id": str(i), "text": t} for i, t in enumerate(split_sentences(answer), 1)]
-            with ledger.stage("grounding"):
+            with ledger.stage("grounding", self._role_lms.get("grounding")):
                 check = self._grounding(own, alignment if alignment_source == "generated" else [], sentences, answer)
             grounding = check.verdicts
             if check.dropped:
