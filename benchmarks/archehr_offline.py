@@ -11,11 +11,11 @@ the metrics available offline (AlignScore and MEDCON are not). Each variant is o
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+from clinprog_cli import run_main  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_IDS = {"2", "5", "9"}  # conf/program/archehr.yaml: program.question.demo_ids
@@ -33,11 +33,7 @@ TRIVIAL_NOTE = ("trivial: last '?' sentence (15 words); first 3 note sentences; 
 
 
 def run(overrides: list[str], cases: Path, key: str | None, out: Path) -> dict:
-    cmd = [sys.executable, str(ROOT / "main.py"), "program=archehr", f"data.cases={cases}", f"data.key={key or 'null'}",
-           f"hydra.run.dir={out}", "progress=false", *overrides]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    if proc.returncode != 0:
-        raise SystemExit(f"failed: {' '.join(cmd)}\n{proc.stderr[-2000:]}")
+    run_main("program=archehr", f"data.cases={cases}", f"data.key={key or 'null'}", *overrides, out=out)
     scores = json.loads((out / "scores.json").read_text())
     usage = json.loads((out / "usage.json").read_text())
     return {"scores": scores, "seconds_per_case": usage["seconds_per_case"]}

@@ -12,22 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from clinprog_cli import run_main  # benchmarks/ is on sys.path when run as a script
 
 
 def run(*overrides: str) -> dict:
-    out = Path(tempfile.mkdtemp(prefix="clinprog_kv_"))
-    proc = subprocess.run([sys.executable, str(ROOT / "main.py"), "lm=embedded", "lm.client.cache=false",
-                           "metrics.bertscore=null", "progress=false", f"hydra.run.dir={out}", *overrides],
-                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    if proc.returncode != 0:
-        raise SystemExit(proc.stderr[-2000:])
+    out = run_main("lm=embedded", "lm.client.cache=false", "metrics.bertscore=null", *overrides, prefix="clinprog_kv_")
     records = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     n = len(records)
     tokens = sum(u.get("input_tokens", 0) for r in records for u in r["usage"].values()) / n

@@ -7,25 +7,20 @@ in-process embedded engine (same GGUF), and lm.num_threads=4 against 1 on that s
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from clinprog_cli import run_main  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+
 from lms.local_server import MODEL_ALIAS, LlamaServer  # noqa: E402
 
 
 def run(*overrides: str) -> dict:
-    out = Path(tempfile.mkdtemp(prefix="clinprog_speed_"))
-    proc = subprocess.run([sys.executable, str(ROOT / "main.py"), "program=archehr", "lm.client.cache=false",
-                           "metrics.bertscore=null", "progress=false", f"hydra.run.dir={out}", *overrides],
-                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    if proc.returncode != 0:
-        raise SystemExit(proc.stderr[-2000:])
+    out = run_main("program=archehr", "lm.client.cache=false", "metrics.bertscore=null", *overrides,
+                   prefix="clinprog_speed_")
     usage = json.loads((out / "usage.json").read_text())
     wall = sum(r["seconds"] for r in map(json.loads, (out / "predictions.jsonl").read_text().splitlines()))
     return {"per_case": usage["seconds_per_case"], "cases": usage["cases"], "sum": wall,

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import ClinprogError, RunFolderError
+from common.flatten import flatten
 
 log = logging.getLogger(__name__)
 RESUME_MODES = ("auto", "restart", "force")
@@ -78,17 +79,8 @@ class RunLock:
             self.held = False
 
 
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    return {prefix: value}
-
-
 def differences(old: dict[str, Any], new: dict[str, Any], limit: int = 4) -> list[str]:
-    a, b = _flatten(old), _flatten(new)
+    a, b = flatten(old), flatten(new)
     diffs = [f"{k}: {a.get(k, '(unset)')!r} -> {b.get(k, '(unset)')!r}" for k in sorted(set(a) | set(b))
              if a.get(k) != b.get(k)]
     return diffs[:limit] + ([f"... {len(diffs) - limit} more"] if len(diffs) > limit else [])

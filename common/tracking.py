@@ -20,19 +20,9 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from common.errors import ConfigError
+from common.flatten import flatten
 
 log = logging.getLogger(__name__)
-
-
-def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    if isinstance(value, list):
-        return {prefix: json.dumps(value)[:500]}
-    return {prefix: value}
 
 
 def _numbers(path: Path, prefix: str) -> dict[str, float]:
@@ -102,7 +92,8 @@ def tracked(cfg: DictConfig, out: Path) -> Iterator[None]:
     with mlflow.start_run(experiment_id=experiment_id, run_name=f"{cfg.program.name} {cfg.task} {out.name}",
                           tags={**tags, "task": str(cfg.task), "program": str(cfg.program.name)}) as run:
         params = flatten(OmegaConf.to_container(cfg, resolve=True))
-        mlflow.log_params({k: str(v)[:500] for k, v in params.items() if not k.startswith("hydra")})
+        mlflow.log_params({k: (json.dumps(v) if isinstance(v, list) else str(v))[:500] for k, v in params.items()
+                           if not k.startswith("hydra")})
         try:
             yield
         finally:

@@ -64,6 +64,11 @@ class Embedder:
         return self._doc_model if documents and self.document_model_name else self._model
 
     @property
+    def tokenizer(self):
+        """The query model's tokenizer (None for a model without one)."""
+        return getattr(self._load(), "tokenizer", None)
+
+    @property
     def dim(self) -> int:
         model = self._load()
         get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension

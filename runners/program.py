@@ -104,7 +104,7 @@ def finish(cfg: DictConfig, contract: ProgramContract, inputs: Inputs, records: 
     if scores is not None:
         write_json(out / "scores.json", scores)
         contract.print_scores(scores)
-    (out / "report.md").write_text(contract.report(cfg, usage, scores), encoding="utf-8")
+    write_text(out / "report.md", contract.report(cfg, usage, scores))
     write_text(out / "report.html", contract.report_html(cfg, inputs, records, usage, scores))
     write_json(out / "config.json", OmegaConf.to_container(cfg, resolve=True))
     return scores

@@ -117,11 +117,16 @@ def test_own_cases_without_a_key_never_take_the_bundled_one(tmp_path):
     assert not (tmp_path / "foreign" / "predictions.jsonl").exists()  # refused before any case ran
 
 
+def dev_run(out):
+    """The environment and command of an offline run over the 34 dev cases into `out` (long enough to interrupt)."""
+    return ({**os.environ, "HF_HUB_OFFLINE": "1"},
+            [sys.executable, str(ROOT / "main.py"), f"data.cases={DEV_CASES}", "metrics.bertscore=null",
+             "progress=false", f"hydra.run.dir={out}"])
+
+
 def test_ctrl_c_saves_finished_cases_in_one_line_and_the_rerun_resumes(tmp_path):
     out = tmp_path / "run"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    args = [sys.executable, str(ROOT / "main.py"), f"data.cases={DEV_CASES}", "metrics.bertscore=null",
-            "progress=false", f"hydra.run.dir={out}"]
+    env, args = dev_run(out)
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
     predictions = out / "predictions.jsonl"
     deadline = time.monotonic() + 300
@@ -144,9 +149,7 @@ def test_ctrl_c_saves_finished_cases_in_one_line_and_the_rerun_resumes(tmp_path)
 
 def test_two_concurrent_runs_into_one_folder_the_second_refuses(tmp_path):
     out = tmp_path / "run"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    args = [sys.executable, str(ROOT / "main.py"), f"data.cases={DEV_CASES}", "metrics.bertscore=null",
-            "progress=false", f"hydra.run.dir={out}"]
+    env, args = dev_run(out)
     first = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not (out / "run.lock").exists():

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import dspy
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from common.contract import Inputs, ProgramContract
 from common.errors import ConfigError
@@ -228,6 +228,3 @@ class ArchEHRContract(ProgramContract[Case]):
     def describe(self, gold: dspy.Example, pred: Any, value: float) -> str:
         return optimizer_metrics.describe_archehr(gold, pred, value)
 
-
-def stage_summary(cfg: DictConfig) -> str:
-    return ", ".join(f"{k}={v}" for k, v in OmegaConf.to_container(cfg.program.stages).items())

@@ -13,6 +13,7 @@ from the answer and re-applies the soft cut; `flag` keeps them and marks them.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import dspy
 
@@ -41,6 +42,14 @@ def _stem(token: str) -> str:
     return token
 
 
+@dataclass(frozen=True)
+class NoteFacts:
+    candidates: list[NoteSentence]   # the non-header sentences (all when every one is a header)
+    words: set[str]                  # content words (stemmed)
+    numbers: set[str]
+    stems: set[str]                  # 5-letter prefixes of the note's words
+
+
 def content(text: str) -> set[str]:
     return {_stem(t) for t in tokens(text) if len(t) > 2 or t.isdigit()}
 
@@ -62,26 +71,32 @@ class GroundingCheck(dspy.Module):
 
     def specific_terms(self, text: str) -> set[str]:
         """Words the tokenizer splits (rare, domain-specific), lower-cased."""
-        tokenizer = getattr(self.embedder._load(), "tokenizer", None)
-        words = {w for w in re.findall(r"[a-z][a-z-]{4,}", text.lower())}
+        tokenizer = self.embedder.tokenizer
         if tokenizer is None:
             return set()
+        words = set(re.findall(r"[a-z][a-z-]{4,}", text.lower()))
         return {w for w in words if len(tokenizer.tokenize(w)) >= 2 and w not in _STOPWORDS}
 
-    def verdict(self, text: str, cited: list[NoteSentence], note: list[NoteSentence]) -> dict:
-        candidates = [s for s in note if not is_header(s.text)] or note
-        pool = cited or candidates
+    @staticmethod
+    def note_facts(note: list[NoteSentence]) -> NoteFacts:
+        """What every answer sentence of a case is checked against, computed once per case."""
+        text = " ".join(s.text for s in note)
+        return NoteFacts(candidates=[s for s in note if not is_header(s.text)] or note, words=content(text),
+                         numbers=set(_NUMBER.findall(text)),
+                         stems={w[:5] for w in re.findall(r"[a-z][a-z-]+", text.lower())})
+
+    def verdict(self, text: str, cited: list[NoteSentence], note: list[NoteSentence],
+                facts: NoteFacts | None = None) -> dict:
+        facts = facts or self.note_facts(note)
+        pool = cited or facts.candidates
         sims = [float(x) for x in cosine_matrix(self.embedder, [text], [s.text for s in pool])[0]] if pool else []
         ranked = sorted(range(len(pool)), key=lambda j: -sims[j])
         support = [pool[j] for j in ranked if sims[j] >= self.min_similarity][:3]
         words = content(text)
         near = content(" ".join(s.text for s in (cited or support)))
-        anywhere = content(" ".join(s.text for s in note))
-        coverage = len(words & (near | anywhere)) / len(words) if words else 1.0
-        note_text = " ".join(s.text for s in note)
-        novel_numbers = sorted(set(_NUMBER.findall(text)) - set(_NUMBER.findall(note_text)))
-        stems = {w[:5] for w in re.findall(r"[a-z][a-z-]+", note_text.lower())}
-        novel_terms = sorted(t for t in self.specific_terms(text) if t[:5] not in stems)
+        coverage = len(words & (near | facts.words)) / len(words) if words else 1.0
+        novel_numbers = sorted(set(_NUMBER.findall(text)) - facts.numbers)
+        novel_terms = sorted(t for t in self.specific_terms(text) if t[:5] not in facts.stems)
         reasons = []
         if not support:
             reasons.append(f"no {'cited' if cited else 'note'} sentence with similarity >= {self.min_similarity}")
@@ -91,6 +106,7 @@ class GroundingCheck(dspy.Module):
             reasons.append(f"numbers not in the note: {', '.join(novel_numbers)}")
         if novel_terms:
             reasons.append(f"terms not in the note: {', '.join(novel_terms)}")
+        judged: dict[str, str] = {}
         if self.judge is not None and (cited or support):
             try:
                 out = self.judge(answer_sentence=text, note_sentences=numbered((s.id, s.text) for s in (cited or support)),
@@ -98,22 +114,18 @@ class GroundingCheck(dspy.Module):
                 if not out.supported:
                     reasons.append(f"LM judge: {str(out.reason)[:200]}")
             except RECOVERABLE as exc:  # an unparsable judgement is no evidence either way
-                reasons_note = f"LM judge unavailable ({describe(exc)})"
-                return {**self._verdict(reasons, support, sims, ranked, coverage), "judge": reasons_note}
-        return self._verdict(reasons, support, sims, ranked, coverage)
-
-    @staticmethod
-    def _verdict(reasons, support, sims, ranked, coverage) -> dict:
+                judged["judge"] = f"LM judge unavailable ({describe(exc)})"
         return {"verdict": "unsupported" if reasons else "supported", "support_ids": [s.id for s in support],
                 "similarity": round(sims[ranked[0]], 4) if sims else None, "coverage": round(coverage, 4),
-                "reasons": reasons}
+                "reasons": reasons, **judged}
 
     def forward(self, answer_sentences: list[dict], alignment: list[dict], sentences: list[NoteSentence],
                 answer: str | None = None) -> dspy.Prediction:
         by_id = {s.id: s for s in sentences}
         cited = {a["answer_id"]: [by_id[i] for i in a["evidence_id"] if i in by_id] for a in alignment}
-        verdicts = [{"answer_id": a["id"], "text": a["text"], **self.verdict(a["text"], cited.get(a["id"], []),
-                                                                             sentences)}
+        facts = self.note_facts(sentences)
+        verdicts = [{"answer_id": a["id"], "text": a["text"],
+                     **self.verdict(a["text"], cited.get(a["id"], []), sentences, facts)}
                     for a in answer_sentences]
         kept_answer = answer
         dropped = [v["answer_id"] for v in verdicts if v["verdict"] == "unsupported"]
