@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
+import shutil
 import sys
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm would fetch its cost map otherwise
@@ -20,6 +22,9 @@ log = logging.getLogger("clinprog")
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
+    from common.logs import quiet_third_party
+
+    quiet_third_party(bool(cfg.get("verbose")))
     try:
         runner = importlib.import_module(cfg.task_runners.get(cfg.task) or "runners.program")
         task = getattr(runner, str(cfg.task), None)
@@ -33,7 +38,27 @@ def main(cfg: DictConfig) -> float | None:
     except ClinprogError as exc:
         # One clear line instead of a traceback: a missing key, a dead server, a malformed file, a bad config value.
         print(f"error: {exc}", file=sys.stderr)
+        record_failure(f"error: {exc}")
         raise SystemExit(2) from None
+
+
+def record_failure(line: str) -> None:
+    """The error line goes to the run's main.log too; a run folder holding only Hydra's own files is removed."""
+    from runners.common import output_dir
+
+    try:
+        out = output_dir()
+    except Exception:  # noqa: BLE001 - no run folder to speak of
+        return
+    hydra_files = {".hydra", "main.log"}
+    if out.is_dir() and {p.name for p in out.iterdir()} <= hydra_files:
+        shutil.rmtree(out, ignore_errors=True)  # nothing of the run's own: no clutter of near-empty folders
+        for parent in (out.parent, out.parent.parent):  # outputs/<task>/ and outputs/, when this was their only run
+            with contextlib.suppress(OSError):
+                parent.rmdir()  # only ever removes an empty folder
+        return
+    with open(out / "main.log", "a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,10 @@ from common.errors import ConfigError
 _MARK = "<shared:{}>"
 if not OmegaConf.has_resolver("shared"):
     OmegaConf.register_new_resolver("shared", lambda name: _MARK.format(name))
+if not OmegaConf.has_resolver("output_group"):
+    # Run folders: outputs/<program>/... for a program's tasks, outputs/<task>/... for index, search, report, ...
+    OmegaConf.register_new_resolver(
+        "output_group", lambda task, program, program_tasks: program if task in program_tasks else task)
 
 
 def _inject(value: Any, shared: dict[str, Any], where: str) -> Any:

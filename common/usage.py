@@ -1,4 +1,5 @@
-"""Per-stage accounting: seconds, real LM calls and tokens (cache hits report no usage and are not calls).
+"""Per-stage accounting: seconds, real LM calls and tokens (cache hits report no usage and are not calls), retries
+and repairs (outputs whose leaked markup was stripped).
 
 A stage can also run under its own LM (an LM per role, STORM-style): `ledger.stage(name, lm)`.
 """
@@ -9,6 +10,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import dspy
 from dspy.utils.usage_tracker import track_usage
@@ -23,6 +25,7 @@ class StageUsage:
     input_tokens: int = 0
     output_tokens: int = 0
     retries: int = 0        # API requests beyond the calls that succeeded (429/5xx retried with backoff)
+    repairs: int = 0        # string outputs whose leaked markup was stripped (common.markup)
 
 
 @dataclass
@@ -47,5 +50,22 @@ class UsageLedger:
                     usage.input_tokens += sum(int(e.get("prompt_tokens") or 0) for e in entries)
                     usage.output_tokens += sum(int(e.get("completion_tokens") or 0) for e in entries)
 
+    def repaired(self, name: str, count: int) -> None:
+        """Count `count` outputs of stage `name` that needed markup stripped (a stage module reports them)."""
+        self.stages.setdefault(name, StageUsage()).repairs += int(count or 0)
+
+    def repairs(self) -> dict[str, int]:
+        """Per stage, the repairs of this item; stages without any are left out (like `fallbacks`)."""
+        return {k: v.repairs for k, v in self.stages.items() if v.repairs}
+
     def as_dict(self) -> dict[str, dict[str, float]]:
         return {k: vars(v).copy() for k, v in self.stages.items()}
+
+
+def repairs_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """usage.json's `repairs`: outputs whose markup was stripped, per stage (role) and in total, over all records."""
+    stages: dict[str, int] = {}
+    for record in records:
+        for stage, n in (record.get("repairs") or {}).items():
+            stages[stage] = stages.get(stage, 0) + int(n)
+    return {"total": sum(stages.values()), "stages": stages}

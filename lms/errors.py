@@ -27,9 +27,11 @@ def lm_failure(lm_cfg: Any, exc: BaseException) -> LMRuntimeError:
     builder = str(client.get("_target_", "")).rsplit(".", 1)[-1]
     backend = builder.removesuffix("_lm") or "lm"
     host = urlparse(str(client.get("api_base"))).netloc if client.get("api_base") else DEFAULT_HOSTS.get(builder)
-    detail = exc
-    while detail.__cause__ is not None and str(detail.__cause__).strip():
-        detail = detail.__cause__  # the transport error (DNS, refused, timeout) under DSPy's wrapper
+    detail, seen = exc, {id(exc)}
+    # The transport error (DNS, refused, timeout) under DSPy's wrapper; SDK errors can chain back to themselves.
+    while detail.__cause__ is not None and id(detail.__cause__) not in seen and str(detail.__cause__).strip():
+        detail = detail.__cause__
+        seen.add(id(detail))
     text = (str(detail).strip().splitlines() or [""])[0][:240]
     key_env = client.get("api_key_env")
     secret = os.environ.get(key_env) if key_env else None

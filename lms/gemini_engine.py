@@ -34,6 +34,23 @@ def _translate(exc: Exception) -> Exception:
     return exc
 
 
+def _check_vertex_credentials() -> None:
+    """Vertex AI authenticates with Application Default Credentials: say which are missing before the first case."""
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+
+    try:
+        google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+    except DefaultCredentialsError as exc:
+        path = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
+        found = (f"GOOGLE_APPLICATION_CREDENTIALS={path} could not be used ({str(exc).splitlines()[0][:160]})"
+                 if path else "neither GOOGLE_APPLICATION_CREDENTIALS nor gcloud's application-default login is set")
+        raise LMConfigError(
+            f"lm=gemini with lm.client.vertexai=true needs Google Application Default Credentials: {found}; run `gcloud auth "
+            "application-default login` or set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file "
+            "(or use an API key: drop lm.client.vertexai and set GEMINI_API_KEY)") from None
+
+
 class GeminiEngine:
     supports_response_schema = True
     supported_params = frozenset({"response_format", "temperature", "max_tokens", "top_p", "stop", "seed"})
@@ -54,7 +71,8 @@ class GeminiEngine:
 
             if vertexai:
                 if not project:
-                    raise LMConfigError("lm=gemini with vertexai=true needs lm.client.project (and location)")
+                    raise LMConfigError("lm=gemini with lm.client.vertexai=true needs lm.client.project (and location)")
+                _check_vertex_credentials()
                 client = genai.Client(vertexai=True, project=project, location=location or "us-central1")
             else:
                 api_key = os.environ.get(api_key_env)

@@ -45,7 +45,7 @@ class LlamaCppEngine:
     ) -> None:
         path = Path(model_path)
         if not path.is_file():
-            raise LMConfigError(f"embedded LM: GGUF file not found: {path} (set lm.model_path=...)")
+            raise LMConfigError(f"embedded LM: GGUF file not found: {path} (set lm.client.model_path=...)")
         try:
             from llama_cpp import Llama
         except ImportError as exc:  # pragma: no cover - depends on the install

@@ -67,7 +67,8 @@ def ingest(spec: CorpusSpec, backend: IngestBackend, embedder: Embedder, *, batc
     # Rebuild when something was added or anything lags behind the stored chunks (an interrupted finalize)
     lagging = backend.consistent()
     final = backend.finalize() if added or lagging else None
-    if lagging:
+    if lagging and not added:
+        # Nothing new, yet the derived files lag: an earlier finalize was interrupted (after an add they always lag).
         repaired.extend(lagging)
     still = backend.consistent()
     if still:

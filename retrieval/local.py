@@ -17,10 +17,15 @@ repairs it instead of failing inside FAISS, bm25s or SQLite.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
+import logging
 import os
 import shutil
 import sqlite3
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -33,8 +38,60 @@ from retrieval.corpus import Chunk
 from retrieval.embed import Embedder
 from retrieval.passage import Passage, RetrievalError
 
+log = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parents[1]
+# bm25s' numba kernels that `retrieve` compiles; their dispatchers get numba's on-disk cache (bm25s sets no cache=True).
+NUMBA_MODULES = ("bm25s.numba.selection", "bm25s.numba.retrieve_utils")
+
 SCHEMA = """CREATE TABLE IF NOT EXISTS chunks (
     vid INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, doc_id TEXT, title TEXT, text TEXT, source TEXT, metadata TEXT)"""
+
+
+def numba_cache_dir() -> Path:
+    """Where compiled bm25s kernels are kept: $NUMBA_CACHE_DIR (numba's own variable), else `numba/` in
+    $CLINPROG_CACHE_DIR, else the repository's `.cache/numba`."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return Path(os.environ["NUMBA_CACHE_DIR"]).expanduser()
+    if os.environ.get("CLINPROG_CACHE_DIR"):
+        return Path(os.environ["CLINPROG_CACHE_DIR"]).expanduser() / "numba"
+    return ROOT / ".cache" / "numba"
+
+
+@functools.cache
+def enable_numba_cache() -> Path | None:
+    """Point numba's cache at `numba_cache_dir()` and turn it on for bm25s' kernels, so only the first process
+    compiles them (seconds) and later ones load the machine code. Call it before bm25s is imported; once per process.
+    Returns the folder, or None when it is not writable (then each process compiles, as without this)."""
+    path = numba_cache_dir()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError as exc:
+        # numba would otherwise fall back to __pycache__ inside site-packages: rather compile each time
+        log.warning("numba cache %s is not writable (%s): bm25s compiles again in every process", path, exc)
+        return None
+    # numba reads NUMBA_CACHE_DIR when imported (and again when the environment changes); set its config too, in
+    # case something imported numba before us.
+    os.environ["NUMBA_CACHE_DIR"] = str(path)
+    if "numba" in sys.modules:
+        from numba.core import config
+
+        config.CACHE_DIR = str(path)
+    from numba.core.caching import NullCache
+    from numba.core.dispatcher import Dispatcher
+
+    for name in NUMBA_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:  # another bm25s layout: nothing cached, nothing broken
+            continue
+        for fn in vars(module).values():
+            # A parallel and a serial dispatcher of one Python function would share cache entries (numba's index key
+            # ignores target options): only the serial one (`n_threads=1`, what `_bm25_search` runs) is cached.
+            if isinstance(fn, Dispatcher) and isinstance(fn._cache, NullCache) and not fn.targetoptions.get("parallel"):
+                fn.enable_caching()
+    return path
 
 
 def rrf_fuse(rankings: Sequence[Sequence[int]], k: int = 60) -> dict[int, float]:
@@ -93,6 +150,7 @@ class LocalIndex:
         ef_search: int = 192,
         bm25_backend: str = "numba",
         stemmer: str | None = "english",
+        numba_cache: bool = True,             # keep bm25s' compiled kernels on disk (see enable_numba_cache)
     ) -> None:
         if mode not in ("hybrid", "dense", "bm25") or fusion not in ("rrf", "alpha"):
             raise RetrievalError(f"retriever: mode must be hybrid|dense|bm25 and fusion rrf|alpha, not {mode}/{fusion}")
@@ -102,6 +160,7 @@ class LocalIndex:
         self.hnsw_threshold, self.hnsw_m = hnsw_threshold, hnsw_m
         self.ef_construction, self.ef_search = ef_construction, ef_search
         self.bm25_backend, self.stemmer_name = bm25_backend, stemmer
+        self.numba_cache = numba_cache
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         self._dense = None
@@ -250,8 +309,9 @@ class LocalIndex:
 
     def finalize(self) -> dict[str, Any]:
         """Rebuild the dense and BM25 indexes over everything stored; write the manifest."""
-        import bm25s
         import faiss
+
+        bm25s = self._bm25s()
 
         n, dim = self.count(), int(self.manifest()["dim"])
         vectors = np.fromfile(self.path / "vectors.f32", dtype=np.float32).reshape(n, dim)
@@ -283,6 +343,15 @@ class LocalIndex:
         return {"count": n, "dense_index": kind, "dense_build_s": dense_seconds, "bm25_build_s": bm25_seconds}
 
     # ---------------------------------------------------------------- search
+    def _bm25s(self):
+        """bm25s, with numba's on-disk cache set up first (numba reads its cache folder when imported, and a
+        process that builds an index then searches it compiles too)."""
+        if self.bm25_backend == "numba" and self.numba_cache:
+            enable_numba_cache()
+        import bm25s
+
+        return bm25s
+
     def _stemmer(self):
         if not self.stemmer_name:
             return None
@@ -293,8 +362,9 @@ class LocalIndex:
     def _load(self) -> None:
         if self._dense is not None and self._bm25 is not None:
             return
-        import bm25s
         import faiss
+
+        bm25s = self._bm25s()
 
         self.check_embedder()
         lagging = self.consistent()  # counts and sizes only: cheap
@@ -323,14 +393,21 @@ class LocalIndex:
                 for row_ids, row_scores in zip(ids, scores, strict=True)]
 
     def _bm25_search(self, queries: list[str], k: int) -> list[dict[int, float]]:
-        import bm25s
-
+        bm25s = self._bm25s()
         n = int(self.manifest()["count"])
-        tokens = bm25s.tokenize(queries, stopwords="en", stemmer=self._stemmer(), show_progress=False)
-        docs, scores = self._bm25.retrieve(tokens, k=min(k, n), show_progress=False, n_threads=1,
+        tokens = bm25s.tokenize(queries, stopwords="en", stemmer=self._stemmer(), show_progress=False,
+                                return_ids=False)
+        out: list[dict[int, float]] = [{} for _ in queries]
+        # A query of stopwords only has no token left, and bm25s rejects a batch whose first query is empty:
+        # such a query simply has no BM25 match.
+        keep = [i for i, t in enumerate(tokens) if t]
+        if not keep:
+            return out
+        docs, scores = self._bm25.retrieve([tokens[i] for i in keep], k=min(k, n), show_progress=False, n_threads=1,
                                            backend_selection=self.bm25_backend)
-        return [{int(d): float(s) for d, s in zip(row_d, row_s, strict=True) if s > 0}
-                for row_d, row_s in zip(docs, scores, strict=True)]
+        for i, row_d, row_s in zip(keep, docs, scores, strict=True):
+            out[i] = {int(d): float(s) for d, s in zip(row_d, row_s, strict=True) if s > 0}
+        return out
 
     def _rows(self, vids: list[int]) -> dict[int, tuple]:
         with self._lock:

@@ -84,6 +84,18 @@ def test_hybrid_dense_and_bm25_search_return_scored_passages(tmp_path):
     assert index.search("tuberculosis", 3)[0].metadata["bm25_score"] > 0
 
 
+def test_query_of_stopwords_only_has_no_bm25_match_but_dense_hits(tmp_path):
+    # bm25s' numba path rejects a batch whose first query has no token left after stopword removal
+    build(tmp_path)
+    index = LocalIndex(tmp_path / "idx", HashEmbedder(), bm25_backend="numba")
+    hits = index.search_batch(["the of and", "isoniazid rifampin tuberculosis", ""], 3)
+    assert [len(h) for h in hits] == [3, 3, 3]
+    assert all(p.metadata["bm25_score"] is None for p in hits[0] + hits[2])
+    assert hits[1][0].id == "tiny:d5#0" and hits[1][0].metadata["bm25_score"] > 0
+    index.mode = "bm25"
+    assert index.search("the of and", 3) == []
+
+
 def test_hnsw_above_threshold(tmp_path):
     index, report = build(tmp_path, hnsw_threshold=3)
     assert report.finalize["dense_index"] == "hnsw(M=32)"
@@ -116,6 +128,18 @@ def test_retriever_module_tool_and_rerank_cut(tmp_path):
     assert isinstance(pred, dspy.Prediction) and pred.passages[0].id == "tiny:d4#0"
     tool = retriever.as_tool()
     assert isinstance(tool, dspy.Tool) and "lisinopril" in tool(query="lisinopril blood pressure")
+
+
+def test_warm_up_times_start_up_apart_from_the_query(tmp_path):
+    index, _ = build(tmp_path)
+    reopened = LocalIndex(tmp_path / "idx", HashEmbedder(), bm25_backend="numpy")
+    retriever = Retriever(reopened, reranker=None, k=5, rerank_k=2)
+    load = retriever.warm_up()
+    assert set(load) == {"embedder_s", "index_s"} and retriever.load_timing == load
+    assert reopened._dense is not None and reopened._bm25 is not None  # the index is open: no start-up left
+    assert retriever.last_timing == {}  # the throwaway query is not reported as a search
+    assert retriever.search("metformin diabetes")[0].id == "tiny:d3#0"
+    assert set(retriever.last_timing) == {"search_s", "rerank_s"}
 
 
 def test_cross_encoder_path_with_a_local_bert_checkpoint():

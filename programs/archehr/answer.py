@@ -5,6 +5,7 @@ from __future__ import annotations
 import dspy
 
 from common.failures import RECOVERABLE, StageOutputError, describe
+from common.markup import strip_markup
 from programs.archehr.text import numbered, soft_cut
 from signatures.archehr import GenerateAnswer, with_limits
 from signatures.constrained import reply_bound, with_output_schema
@@ -31,12 +32,14 @@ class AnswerGenerator(dspy.Module):
                 signature=signature,
                 config=reply_bound(self.max_tokens),
             )
-            raw = (out.answer or "").strip()
+            # Before the soft cut, so the 75-word limit counts clean words.
+            raw, repaired = strip_markup(out.answer or "")
             if not raw:
-                raise StageOutputError("empty answer")
+                raise StageOutputError("empty answer" + (" once markup was stripped" if repaired else ""))
             fallback = None
         except RECOVERABLE as exc:
             # Extractive fallback: the evidence sentences themselves, so the answer stays grounded.
-            raw = " ".join(s.text for s in evidence)
+            raw, repaired = " ".join(s.text for s in evidence), False
             fallback = describe(exc)
-        return dspy.Prediction(answer=soft_cut(raw, self.max_words, self.soft_cut_ratio), fallback=fallback)
+        return dspy.Prediction(answer=soft_cut(raw, self.max_words, self.soft_cut_ratio), fallback=fallback,
+                               repairs=int(repaired))

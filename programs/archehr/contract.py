@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 from common.contract import Inputs, ProgramContract
 from common.errors import ConfigError
 from common.instantiate import build, choose
+from common.usage import repairs_summary
 from programs.archehr import metrics as optimizer_metrics
 from programs.archehr.pipeline import ROLES
 from programs.archehr.report import print_scores, report_markdown, usage_summary
@@ -120,7 +121,7 @@ class ArchEHRContract(ProgramContract[Case]):
         start = time.perf_counter()
         pred = program(case=item)
         keys = ("case_id", "clinician_question", "evidence_ids", "scores", "selection", "answer", "alignment",
-                "alignment_source", "answer_sentences", "grounding", "dropped_ids", "fallbacks", "usage")
+                "alignment_source", "answer_sentences", "grounding", "dropped_ids", "fallbacks", "repairs", "usage")
         return {**{k: pred.get(k) for k in keys}, "seconds": round(time.perf_counter() - start, 4)}
 
     # --- outputs ------------------------------------------------------------------------------------------------
@@ -206,7 +207,8 @@ class ArchEHRContract(ProgramContract[Case]):
         print_scores(scores)
 
     def usage(self, records: list[dict[str, Any]]) -> dict[str, Any]:
-        return usage_summary(records, self.roles)
+        # outputs whose leaked markup was stripped, per stage and in total (records written before: none)
+        return {**usage_summary(records, self.roles), "repairs": repairs_summary(records)}
 
     def report(self, cfg: DictConfig, usage: dict[str, Any], scores: dict[str, Any] | None) -> str:
         return report_markdown(cfg, usage, scores)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dspy
 
 from common.failures import RECOVERABLE, StageOutputError, describe
+from common.markup import strip_markup
 from programs.archehr.text import last_question_sentence, truncate_words
 from signatures.archehr import InterpretQuestion, with_limits
 from signatures.constrained import reply_bound, with_output_schema
@@ -29,11 +30,14 @@ class QuestionInterpreter(dspy.Module):
             out = self.interpret(patient_narrative=patient_narrative, patient_question=patient_question or "(none)",
                                  signature=signature, demos=[*self.curated_demos, *self.interpret.demos],
                                  config=reply_bound(self.max_tokens))
-            raw = (out.clinician_question or "").strip()
+            # Before the word limit, so the limit counts clean words (a leaked ```json {" is not 2 of 15 words).
+            raw, repaired = strip_markup(out.clinician_question or "")
             if not raw:
-                raise StageOutputError("empty clinician question")
-            return dspy.Prediction(clinician_question=truncate_words(raw, self.max_words), fallback=None)
+                raise StageOutputError("empty clinician question" + (" once markup was stripped" if repaired else ""))
+            return dspy.Prediction(clinician_question=truncate_words(raw, self.max_words), fallback=None,
+                                   repairs=int(repaired))
         except RECOVERABLE as exc:
             # The patient's own last question, truncated: never an invented question.
             rule = last_question_sentence(patient_question or patient_narrative)
-            return dspy.Prediction(clinician_question=truncate_words(rule, self.max_words), fallback=describe(exc))
+            return dspy.Prediction(clinician_question=truncate_words(rule, self.max_words), fallback=describe(exc),
+                                   repairs=0)

@@ -53,6 +53,7 @@ class ArchEHRCascade(dspy.Module):
         """Run one stage under its role's LM, timed; on a recorded failure use its offline module if configured."""
         with ledger.stage(name, self._role_lms.get(name)):
             out = getattr(self, name)(*args)
+            ledger.repaired(name, out.get("repairs", 0))  # stages without string outputs report none
             if out.fallback and name in self._offline:
                 fallbacks[name] = out.fallback + " -> offline stage"
                 out = self._offline[name](*args)
@@ -74,7 +75,7 @@ class ArchEHRCascade(dspy.Module):
         if not case.sentences:  # e.g. the 2026 Subtask-1 test release: narratives only
             return dspy.Prediction(**pred, evidence_ids=[], scores=None, selection="no_note", answer=None,
                                    alignment=[], alignment_source=None, dropped_ids=0, fallbacks=fallbacks,
-                                   usage=ledger.as_dict())
+                                   repairs=ledger.repairs(), usage=ledger.as_dict())
 
         anchor = {"clinician_question": q.clinician_question, "patient_narrative": case.patient_narrative,
                   "both": f"{q.clinician_question} {case.patient_narrative}"}[self.anchor]
@@ -113,5 +114,5 @@ class ArchEHRCascade(dspy.Module):
             **pred, evidence_ids=ev.evidence_ids, scores=ev.scores, selection=ev.selection, answer=answer,
             alignment=alignment, alignment_source=alignment_source, dropped_ids=al.dropped_ids,
             answer_sentences=answer_items, grounding=grounding,
-            fallbacks=fallbacks, usage=ledger.as_dict(),
+            fallbacks=fallbacks, repairs=ledger.repairs(), usage=ledger.as_dict(),
         )

@@ -10,9 +10,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from common.contract import Inputs, ProgramContract
 from common.instantiate import build
+from common.usage import repairs_summary
 from programs.mediqa_corr import metrics as optimizer_metrics
 from programs.mediqa_corr.pipeline import ROLES
-from tasks.mediqa_corr.data import Note, load_notes
+from tasks.mediqa_corr.coverage import coverage
+from tasks.mediqa_corr.coverage import describe as describe_coverage
+from tasks.mediqa_corr.data import MediqaDataError, Note, load_notes
 from tasks.mediqa_corr.metrics import CorrMetricsConfig, score
 from tasks.mediqa_corr.submission import Correction, parse_line, read_submission, write_submission
 from tasks.text_metrics import bertscore_config
@@ -75,7 +78,10 @@ class MediqaCorrContract(ProgramContract[Note]):
                 "searches": pred.searches, "reflexion_turns": pred.reflexion_turns,
                 "review_scores": pred.review_scores, "parse_failures": pred.parse_failures,
                 "lm_calls": pred.lm_calls, "usage": pred.usage, "seconds": round(pred.seconds, 3),
-                "reflections": pred.reflections, "episodes": pred.episodes}
+                "reflections": pred.reflections, "repairs": pred.repairs,
+                # the structured agent trace (steps with queries and passages, reviews, decisions, reflexions);
+                # long texts in it are capped at pipeline.TEXT_CAP characters
+                "episodes": pred.episodes}
 
     @staticmethod
     def corrections(records: list[dict[str, Any]]) -> list[Correction]:
@@ -107,11 +113,26 @@ class MediqaCorrContract(ProgramContract[Note]):
 
     def score_files(self, cfg: DictConfig, inputs: Inputs[Note], path: str) -> dict[str, Any]:
         invalid: list[str] = []
-        scores = self._score(cfg, inputs.items, read_submission(Path(path), invalid))
+        submitted = read_submission(Path(path), invalid)
+        notes = inputs.items
+        cov = coverage([n.text_id for n in notes], list(submitted))
+        if submitted and not cov["covered"]:
+            raise MediqaDataError(f"{path}: none of its {cov['submitted']} text ids is among the "
+                                  f"{cov['references']} notes of {cfg.data.path} (e.g. {next(iter(submitted))} vs "
+                                  f"{notes[0].text_id}): is it the submission for these notes?")
+        only_submitted = bool(cfg.data.get("score_only_submitted"))
+        if only_submitted:
+            notes = [n for n in notes if n.text_id in submitted]
+        scores = self._score(cfg, notes, submitted)
         scores["invalid_lines"] = invalid  # skipped, as the official script does ("Invalid line")
+        scores["coverage"] = {**cov, "scored": len(notes), "only_submitted": only_submitted}
         return scores
 
     def print_scores(self, scores: dict[str, Any]) -> None:
+        cov = scores.get("coverage")
+        line = describe_coverage(cov, cov["only_submitted"]) if cov else None
+        if line:
+            print(line)
         print(", ".join(f"{k}={scores[k]:.4f}" if scores.get(k) is not None else f"{k}=unavailable"
                         for k in SCORE_KEYS))
         for name, reason in (scores.get("unavailable") or {}).items():
@@ -134,6 +155,7 @@ class MediqaCorrContract(ProgramContract[Note]):
                 "searches_per_note": mean("searches"), "reflexion_turns_per_note": mean("reflexion_turns"),
                 "seconds_per_note": mean("seconds"), "parse_failures": sum(r["parse_failures"] for r in records),
                 "retries": sum(u.get("retries", 0) for r in records for u in (r.get("usage") or {}).values()),
+                "repairs": repairs_summary(records),
                 "outcomes": outcomes,
                 "note": "lm_requests counts every request of the loop; lm_calls only those that reached the model "
                         "(DSPy cache hits are not calls)"}

@@ -12,6 +12,7 @@ import dspy
 
 from common.errors import ConfigError
 from common.failures import RECOVERABLE, describe
+from common.markup import without_markup
 from signatures.constrained import with_output_schema
 from signatures.mediqa_corr import MedEvalReview
 from tasks.mediqa_corr.data import Note
@@ -44,6 +45,7 @@ class MedEval(dspy.Module):
         signature = with_output_schema(self.review.signature, "score", {"type": "integer", "enum": [1, 2, 3, 4, 5]})
         signature = with_output_schema(signature, "reasoning", {"type": "string", "maxLength": 400})
         reviews: list[Review] = []
+        repairs = 0
         for name, definition in self.criteria.items():
             for sample in range(self.samples):
                 # several samples of one criterion are distinct rollouts (not cache hits) at temperature > 0
@@ -52,10 +54,12 @@ class MedEval(dspy.Module):
                     out = self.review(clinical_text=note.numbered(), proposal=proposal,
                                       criterion=f"{name}: {definition}", signature=signature, config=config)
                     score = int(out.score)
-                    reviews.append(Review(name, score if 1 <= score <= 5 else None, out.reasoning))
+                    reasoning, repaired = without_markup(out.reasoning)  # also read by MedReFlex: unchanged if clean
+                    repairs += repaired
+                    reviews.append(Review(name, score if 1 <= score <= 5 else None, reasoning))
                 except RECOVERABLE as exc:
                     reviews.append(Review(name, None, f"unparsable review: {describe(exc)}"))
         # An unparsable review counts as the lowest score: an unreviewed answer is not accepted by default.
         scores = [r.score if r.score is not None else 1 for r in reviews]
-        return dspy.Prediction(reviews=reviews, scores=scores,
+        return dspy.Prediction(reviews=reviews, scores=scores, repairs=repairs,
                                accepted=accept(scores, self.avg_threshold, self.min_threshold))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dspy
 
 from common.failures import RECOVERABLE, describe
+from common.markup import strip_markup
 from signatures.constrained import with_output_schema
 from signatures.mediqa_corr import MedFinalParse
 
@@ -20,7 +21,8 @@ class MedFinalParser(dspy.Module):
             signature = with_output_schema(self.parse.signature, "corrected_sentence", {"type": "string", "maxLength": limit})
             out = self.parse(original_sentence=original_sentence, proposed_correction=proposed_correction,
                              signature=signature)
-            text = " ".join((out.corrected_sentence or "").split())
-            return dspy.Prediction(corrected_sentence=text or proposed_correction, fallback=None)
+            text, repaired = strip_markup(out.corrected_sentence or "")  # the submitted sentence: whitespace collapsed
+            return dspy.Prediction(corrected_sentence=text or proposed_correction, fallback=None,
+                                   repairs=int(repaired))
         except RECOVERABLE as exc:
-            return dspy.Prediction(corrected_sentence=proposed_correction, fallback=describe(exc))
+            return dspy.Prediction(corrected_sentence=proposed_correction, fallback=describe(exc), repairs=0)

@@ -9,12 +9,15 @@ import dspy
 from common.usage import UsageLedger
 from programs.mediqa_corr.evaluate import MedEval
 from programs.mediqa_corr.final_parser import MedFinalParser
-from programs.mediqa_corr.react import MedReAct
+from programs.mediqa_corr.react import MedReAct, cap
 from programs.mediqa_corr.reflect import MedReFlex
 from tasks.mediqa_corr.data import Note
 from tasks.mediqa_corr.submission import Correction, no_error
 
 ROLES = ("agent", "evaluator", "reflexion", "parser")
+# Long free texts in predictions.jsonl (thoughts, search results, review reasoning, reflexions) are capped here;
+# the agent itself always reads them whole.
+TEXT_CAP = 2000
 
 
 class MedReActNMedReFlex(dspy.Module):
@@ -40,16 +43,21 @@ class MedReActNMedReFlex(dspy.Module):
         ledger = UsageLedger()
         memory: list[str] = []
         trace = {"react_steps": 0, "searches": 0, "reflexion_turns": 0, "review_scores": [], "parse_failures": 0}
-        episodes: list[dict] = []  # what a person reads in report.html: steps, reviews, decision, reflexion
+        # The agent trace as data (predictions.jsonl, report.html): per episode its steps (thought, action, query,
+        # passages read), the proposal or no_error, each review, the accept decision and the reflexion.
+        episodes: list[dict] = []
         result: Correction | None = None
         outcome = "no_error_after_max_episodes"
         for _ in range(self.max_episodes):
             with ledger.stage("agent", self._role_lms.get("agent")):
                 episode = self.react(note, memory).episode
+                ledger.repaired("agent", episode.repairs)
             trace["react_steps"] += len(episode.steps)
             trace["searches"] += episode.searches
             trace["parse_failures"] += episode.parse_failures
-            seen = {"steps": [step[:2000] for step in episode.steps], "proposal": episode.proposal,
+            proposal = ({"sentence_id": episode.proposal[0], "corrected": episode.proposal[1]}
+                        if episode.proposal else None)
+            seen = {"steps": [s.as_record(TEXT_CAP) for s in episode.steps], "proposal": proposal,
                     "no_error": episode.no_error, "reviews": [], "accepted": None, "reflection": None}
             episodes.append(seen)
             if episode.no_error:
@@ -61,25 +69,30 @@ class MedReActNMedReFlex(dspy.Module):
                 sid, corrected = episode.proposal
                 with ledger.stage("evaluator", self._role_lms.get("evaluator")):
                     verdict = self.evaluator(note, sid, corrected)
+                    ledger.repaired("evaluator", verdict.get("repairs", 0))
                 trace["review_scores"].append(verdict.scores)
-                seen["reviews"] = [{"criterion": r.criterion, "score": r.score, "reasoning": r.reasoning[:600]}
+                seen["reviews"] = [{"criterion": r.criterion, "score": r.score, "reasoning": cap(r.reasoning, TEXT_CAP)}
                                    for r in verdict.reviews]
                 seen["accepted"] = bool(verdict.accepted)
                 if verdict.accepted:
                     with ledger.stage("parser", self._role_lms.get("parser")):
                         parsed = self.parser(note.sentence(sid) or "", corrected)
+                        ledger.repaired("parser", parsed.get("repairs", 0))
                     result, outcome = Correction(note.text_id, 1, sid, parsed.corrected_sentence), "accepted"
                     break
                 feedback = "Reviewers rejected the answer:\n" + "\n".join(
                     f"- {r.criterion}: {r.score if r.score is not None else 'unparsable'} ({r.reasoning[:200]})"
                     for r in verdict.reviews)
             with ledger.stage("reflexion", self._role_lms.get("reflexion")):
-                memory.append(self.reflexion(note.numbered(), episode.history(), feedback).reflection)
-            seen["reflection"] = memory[-1]
+                lesson = self.reflexion(note.numbered(), episode.history(), feedback)
+                ledger.repaired("reflexion", lesson.get("repairs", 0))
+            memory.append(lesson.reflection)
+            seen["reflection"] = cap(memory[-1], TEXT_CAP)
             trace["reflexion_turns"] += 1
         if result is None:
             result = no_error(note.text_id)  # after M failed episodes the parser concludes "no error"
         usage = ledger.as_dict()
         return dspy.Prediction(correction=result, outcome=outcome, reflections=memory, usage=usage, episodes=episodes,
+                               repairs=ledger.repairs(),
                                lm_calls=sum(u["lm_calls"] for u in usage.values()),
                                seconds=time.perf_counter() - start, **trace)

@@ -4,25 +4,83 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import dspy
 
 from common.failures import RECOVERABLE, describe
+from common.markup import without_markup
 from signatures.constrained import with_output_schema
 from signatures.mediqa_corr import MedReActStep
 from tasks.mediqa_corr.data import Note
 
 
+def cap(text: str, limit: int) -> str:
+    """A long text for predictions.jsonl, cut at `limit` characters; " [...]" marks the cut."""
+    return text if len(text) <= limit else text[:limit] + " [...]"
+
+
+@dataclass
+class Step:
+    """One ReAct step as it happened: what the agent wrote, what it searched and got back, and why a step failed.
+
+    `text()` is exactly what the agent reads back in its history (unchanged from when steps were kept as strings,
+    so prompts, DSPy cache hits and compiled programs stay valid).
+    """
+
+    n: int
+    parsed: bool = True          # False: the model's output could not be parsed (`note` says why)
+    observation: str = ""
+    thought: str = ""
+    action: str = ""             # search | final_mistake | no_error
+    query: str = ""
+    results: str = ""            # the search results text the agent read (or why search failed)
+    passages: list[dict[str, str]] = field(default_factory=list)  # id, title, source of each passage returned
+    sentence_id: int | None = None
+    corrected: str = ""
+    note: str = ""               # a parse failure or an invalid answer
+
+    def text(self) -> str:
+        if not self.parsed:
+            return f"Step {self.n}: ({self.note})"
+        head = f"Step {self.n}:\nObservation: {self.observation}\nThought: {self.thought}\nAction: {self.action}"
+        if self.action == "search":
+            return f"{head}({self.query})\nSearch results:\n{self.results}"
+        if self.action == "final_mistake":
+            return f"{head}\n{self.note}" if self.note else f"{head}(sentence {self.sentence_id}: {self.corrected})"
+        return head
+
+    def as_record(self, limit: int) -> dict[str, Any]:
+        """The step for predictions.jsonl; free texts capped at `limit` characters (passage ids/titles are not)."""
+        texts = ("observation", "thought", "query", "results", "corrected", "note")
+        return {"n": self.n, "parsed": self.parsed, "action": self.action,
+                **{k: cap(getattr(self, k), limit) for k in texts},
+                "sentence_id": self.sentence_id, "passages": [dict(p) for p in self.passages]}
+
+
 @dataclass
 class Episode:
-    steps: list[str] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
     searches: int = 0
     proposal: tuple[int, str] | None = None   # (sentence id, corrected sentence)
     no_error: bool = False
     parse_failures: int = 0
+    repairs: int = 0                          # output fields whose leaked markup was stripped
 
     def history(self) -> str:
-        return "\n\n".join(self.steps) if self.steps else "(none yet)"
+        return "\n\n".join(s.text() for s in self.steps) if self.steps else "(none yet)"
+
+    def clean(self, text: str | None) -> str:
+        """An output field without leaked markup (unchanged, whitespace included, when it had none); counted."""
+        value, repaired = without_markup(text)
+        self.repairs += repaired
+        return value
+
+
+def passage_refs(result: Any) -> list[dict[str, str]]:
+    """id, title and source of the passages a search returned (`retrieval.retriever.SearchResult`); plain strings
+    from other search callables carry none."""
+    return [{"id": str(p.id), "title": p.title, "source": p.source} for p in getattr(result, "passages", None) or []]
 
 
 class MedReAct(dspy.Module):
@@ -31,6 +89,17 @@ class MedReAct(dspy.Module):
         self.max_steps = max_steps
         self.search = search
         self.step = dspy.Predict(MedReActStep)
+
+    def _search(self, step: Step) -> None:
+        if self.search is None:
+            step.results = "search is not available in this run"
+            return
+        try:
+            result = self.search(query=step.query)
+        except Exception as exc:  # a failing tool is an observation for the agent, not a crash
+            step.results = f"search failed: {type(exc).__name__}: {exc}"
+            return
+        step.results, step.passages = str(result), passage_refs(result)
 
     def forward(self, note: Note, reflections: list[str]) -> dspy.Prediction:
         ids = [int(s) for s in note.sentence_ids]
@@ -46,32 +115,26 @@ class MedReAct(dspy.Module):
                                 signature=signature)
             except RECOVERABLE as exc:
                 episode.parse_failures += 1
-                episode.steps.append(f"Step {n}: (the model's output could not be parsed: {describe(exc)})")
+                episode.steps.append(Step(n, parsed=False,
+                                          note=f"the model's output could not be parsed: {describe(exc)}"))
                 continue
-            record = f"Step {n}:\nObservation: {out.observation}\nThought: {out.thought}\nAction: {out.action}"
+            step = Step(n, observation=episode.clean(out.observation), thought=episode.clean(out.thought),
+                        action=out.action)
+            episode.steps.append(step)
             if out.action == "search":
-                query = (out.search_query or "").strip() or out.thought[:200]
+                step.query = episode.clean(out.search_query).strip() or step.thought[:200]
                 episode.searches += 1
-                if self.search is None:
-                    result = "search is not available in this run"
-                else:
-                    try:
-                        result = self.search(query=query)
-                    except Exception as exc:  # a failing tool is an observation for the agent, not a crash
-                        result = f"search failed: {type(exc).__name__}: {exc}"
-                episode.steps.append(f"{record}({query})\nSearch results:\n{result}")
+                self._search(step)
             elif out.action == "final_mistake":
-                sid = int(out.sentence_id)
-                corrected = (out.corrected_sentence or "").strip()
-                if str(sid) not in note.sentence_ids or not corrected:
-                    episode.steps.append(f"{record}\nInvalid answer: sentence {sid} does not exist or the correction "
-                                         "is empty.")
+                step.sentence_id = int(out.sentence_id)
+                step.corrected = episode.clean(out.corrected_sentence).strip()
+                if str(step.sentence_id) not in note.sentence_ids or not step.corrected:
+                    step.note = (f"Invalid answer: sentence {step.sentence_id} does not exist or the correction "
+                                 "is empty.")
                     continue
-                episode.steps.append(f"{record}(sentence {sid}: {corrected})")
-                episode.proposal = (sid, corrected)
+                episode.proposal = (step.sentence_id, step.corrected)
                 break
             else:
-                episode.steps.append(record)
                 episode.no_error = True
                 break
         return dspy.Prediction(episode=episode, steps=len(episode.steps))

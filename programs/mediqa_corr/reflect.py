@@ -5,6 +5,7 @@ from __future__ import annotations
 import dspy
 
 from common.failures import RECOVERABLE, describe
+from common.markup import without_markup
 from signatures.constrained import with_output_schema
 from signatures.mediqa_corr import MedReflect
 
@@ -18,6 +19,9 @@ class MedReFlex(dspy.Module):
         try:
             signature = with_output_schema(self.reflect.signature, "reflection", {"type": "string", "maxLength": 500})
             out = self.reflect(clinical_text=clinical_text, history=history, feedback=feedback, signature=signature)
-            return dspy.Prediction(reflection=(out.reflection or "").strip() or feedback, fallback=None)
+            # the agent reads the reflection in its next prompts: unchanged when it has no markup
+            reflection, repaired = without_markup(out.reflection)
+            return dspy.Prediction(reflection=reflection.strip() or feedback, fallback=None, repairs=int(repaired))
         except RECOVERABLE as exc:
-            return dspy.Prediction(reflection=f"Previous attempt failed: {feedback}", fallback=describe(exc))
+            return dspy.Prediction(reflection=f"Previous attempt failed: {feedback}", fallback=describe(exc),
+                                   repairs=0)

@@ -12,11 +12,49 @@ from tasks.mediqa_corr.data import Note
 KEYS = ("error_flag_accuracy", "error_sentence_accuracy", "R1FC", "R2FC", "RLFC", "BERTC", "BLEURTC", "AggregateC")
 
 
+def _passages(passages: list[dict[str, Any]]) -> str:
+    items = []
+    for p in passages:
+        source = f' <span class="muted">({esc(p["source"])})</span>' if p.get("source") else ""
+        items.append(f"<li><code>{esc(p.get('id'))}</code> {esc(p.get('title') or '(untitled)')}{source}</li>")
+    return f"<ol>{''.join(items)}</ol>" if items else ""
+
+
+def _step(step: str | dict[str, Any]) -> str:
+    if isinstance(step, str):  # records written before steps were structured: the text the agent read
+        return f"<li><pre>{esc(step)}</pre></li>"
+    if not step.get("parsed", True):
+        return f'<li><span class="warn">{esc(step.get("note"))}</span></li>'
+    parts = [f"<strong>{esc(step.get('action'))}</strong>",
+             f"<div><em>Observation:</em> {esc(step.get('observation'))}</div>",
+             f"<div><em>Thought:</em> {esc(step.get('thought'))}</div>"]
+    if step.get("action") == "search":
+        passages = step.get("passages") or []
+        parts.append(f"<div><em>Query:</em> <code>{esc(step.get('query'))}</code> "
+                     f'<span class="muted">({len(passages)} passages)</span></div>{_passages(passages)}')
+        if step.get("results"):
+            parts.append(f"<details><summary>search results as the agent read them</summary>"
+                         f"<pre>{esc(step['results'])}</pre></details>")
+    elif step.get("action") == "final_mistake":
+        parts.append(f"<div><em>Answer:</em> sentence {esc(step.get('sentence_id'))}: {esc(step.get('corrected'))}"
+                     "</div>")
+    if step.get("note"):
+        parts.append(f'<div class="warn">{esc(step["note"])}</div>')
+    return f"<li>{''.join(parts)}</li>"
+
+
+def _proposal(proposal: list[Any] | dict[str, Any]) -> tuple[Any, Any]:
+    """(sentence id, corrected sentence): a dict now, a [id, text] pair in records written before."""
+    if isinstance(proposal, dict):
+        return proposal.get("sentence_id"), proposal.get("corrected")
+    return proposal[0], proposal[1]
+
+
 def _episode(n: int, ep: dict[str, Any]) -> str:
-    steps = "".join(f"<li><pre>{esc(s)}</pre></li>" for s in ep.get("steps") or [])
+    steps = "".join(_step(s) for s in ep.get("steps") or [])
     parts = [f"<h4>Episode {n}</h4><ol>{steps}</ol>"]
     if ep.get("proposal"):
-        sid, text = ep["proposal"]
+        sid, text = _proposal(ep["proposal"])
         parts.append(f"<p><strong>Proposal:</strong> sentence {esc(sid)}: {esc(text)}</p>")
     if ep.get("reviews"):
         scores = [r["score"] for r in ep["reviews"]]
@@ -63,7 +101,8 @@ def note_section(note: Note, record: dict[str, Any]) -> str:
               "</span>" if labelled else "",
               f'<span class="muted">{esc(record["outcome"])}</span>',
               f'<span class="muted">{record["seconds"]:.1f} s, {record["lm_calls"]} LM calls, '
-              f'{record["react_steps"]} steps, {record["searches"]} searches</span>']
+              f'{record["react_steps"]} steps, {record["searches"]} searches</span>',
+              f'<span class="warn">markup stripped: {esc(record["repairs"])}</span>' if record.get("repairs") else ""]
     episodes = "".join(_episode(i, ep) for i, ep in enumerate(record.get("episodes") or [], 1))
     return (f'<section class="case" id="note-{esc(note.text_id)}" data-errors="{int(bool(wrong))}" '
             f'data-flagged="{int(record["flag"] == 1)}" data-fallbacks="{int(record["parse_failures"] > 0)}">'

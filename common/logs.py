@@ -1,0 +1,50 @@
+"""Third-party log noise kept out of the console and main.log unless `verbose=true`.
+
+faiss logs every failed AVX512 import as an INFO line with a `ModuleNotFoundError` (reads like a failure), bm25s and
+numba log DEBUG lines, rouge-score's absl logger says "Using default tokenizer." once per scored text. clinprog's
+own loggers keep INFO; everyone else's records reach the handlers at WARNING and above.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+# Packages of this repository: their INFO lines are the run's own messages.
+OWN = ("__main__", "clinprog", "common", "runners", "programs", "tasks", "retrieval", "lms", "optimizers", "serving",
+       "reports", "signatures", "benchmarks", "hydra")
+# Loggers that attach their own handlers or log below INFO before our filter could see them: set their level too.
+NOISY = ("faiss", "faiss.loader", "bm25s", "numba", "absl", "httpx", "httpcore", "LiteLLM", "litellm", "urllib3",
+         "sentence_transformers", "transformers", "filelock", "huggingface_hub", "weaviate", "mlflow", "alembic",
+         "matplotlib", "PIL", "asyncio", "uvicorn.access", "submitit", "joblib", "optuna", "jax", "h5py")
+
+
+def _own(name: str) -> bool:
+    return name.split(".", 1)[0] in OWN
+
+
+class ThirdPartyFilter(logging.Filter):
+    """Lets clinprog's records through at any level and other libraries' from WARNING up."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or _own(record.name)
+
+
+def quiet_third_party(verbose: bool = False) -> None:
+    """Install the filter on the root handlers (Hydra's console and main.log) and lower the noisy loggers."""
+    if not verbose:
+        # transformers draws a "Loading weights" bar per model load; it reads this switch when first imported.
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    root = logging.getLogger()
+    if verbose:
+        for handler in root.handlers:
+            for f in [f for f in handler.filters if isinstance(f, ThirdPartyFilter)]:
+                handler.removeFilter(f)
+        for name in NOISY:
+            logging.getLogger(name).setLevel(logging.NOTSET)
+        return
+    for handler in root.handlers:
+        if not any(isinstance(f, ThirdPartyFilter) for f in handler.filters):
+            handler.addFilter(ThirdPartyFilter())
+    for name in NOISY:
+        logging.getLogger(name).setLevel(logging.WARNING)

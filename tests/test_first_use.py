@@ -1,0 +1,111 @@
+"""What a newcomer meets first: where run folders go, what a failure leaves, which credentials are missing,
+what a partial MEDIQA-CORR submission is scored against."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+def main_in(cwd, *args):
+    # From another working directory, as a user with a clone elsewhere: data paths resolve through CLINPROG_ROOT.
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "CLINPROG_ROOT": str(ROOT), "CLINPROG_INDEX_DIR": str(cwd / "idx")}
+    return subprocess.run([sys.executable, str(ROOT / "main.py"), *args], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=600)
+
+
+def test_failures_leave_no_near_empty_folders_and_tasks_get_their_own(tmp_path):
+    search = main_in(tmp_path, "task=search", "query=pneumonia")
+    assert search.returncode == 2 and search.stderr.startswith("error: no index at")
+    assert not (tmp_path / "outputs").exists()  # the folder held only Hydra's files: removed, its parent too
+
+    run = main_in(tmp_path, "program=archehr", "data.limit=1", "metrics.bertscore=null", "progress=false")
+    assert run.returncode == 0, run.stderr
+    [run_dir] = (tmp_path / "outputs" / "archehr").iterdir()
+    report = main_in(tmp_path, "task=report", f"dir={run_dir}")
+    assert report.returncode == 0, report.stderr
+    assert sorted(p.name for p in (tmp_path / "outputs").iterdir()) == ["archehr", "report"]
+
+
+def test_a_failure_after_the_run_started_is_in_main_log(tmp_path):
+    out = tmp_path / "run"
+    proc = main_in(tmp_path, "program=archehr", "lm=openai_compatible", "lm.client.api_base=http://127.0.0.1:9/v1",
+                   "lm.client.num_retries=0", f"hydra.run.dir={out}", "progress=false")
+    assert proc.returncode == 2
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("error: ")
+    assert (out / "fingerprint.json").exists()  # the run held its folder: kept, with the reason in main.log
+    assert (out / "main.log").read_text(encoding="utf-8").strip().splitlines()[-1] == line
+
+
+def test_vertex_ai_without_credentials_is_one_line(monkeypatch, tmp_path):
+    from lms.errors import LMConfigError
+    from lms.gemini_engine import GeminiEngine
+
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))   # no gcloud application-default login
+    monkeypatch.setenv("NO_GCE_CHECK", "True")             # not on Google Compute Engine
+    with pytest.raises(LMConfigError, match="needs Google Application Default Credentials: neither"):
+        GeminiEngine("gemini-2.5-pro", vertexai=True, project="P")
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
+    with pytest.raises(LMConfigError, match="missing.json could not be used"):
+        GeminiEngine("gemini-2.5-pro", vertexai=True, project="P")
+
+
+def test_an_error_whose_cause_chain_loops_is_still_one_line():
+    from omegaconf import OmegaConf
+
+    from lms.errors import lm_failure
+
+    a, b = RuntimeError("outer"), ValueError("default credentials were not found")
+    a.__cause__, b.__cause__ = b, a   # google-auth errors can chain back to themselves
+    line = str(lm_failure(OmegaConf.create({"client": {"_target_": "lms.factory.gemini_lm", "model": "m"}}), a))
+    assert "default credentials were not found" in line
+
+
+@pytest.fixture(scope="module")
+def mediqa_contract():
+    from runners.program import compose_config, contract_for
+
+    def make(*overrides):
+        cfg = compose_config("program=mediqa_corr", "metrics.bertscore=null", *overrides)
+        contract = contract_for(cfg)
+        return cfg, contract, contract.load(cfg)
+
+    return make
+
+
+def test_a_partial_mediqa_submission_reports_missing_and_extra_ids(mediqa_contract, tmp_path, capsys):
+    cfg, contract, inputs = mediqa_contract()
+    first = inputs.items[0]
+    sub = tmp_path / "one.txt"
+    sub.write_text(f"{first.text_id} {first.error_flag} {first.error_sentence_id} NA\nzz-extra 0 -1 NA\n")
+    scores = contract.score_files(cfg, inputs, str(sub))
+    cov = scores["coverage"]
+    n = len(inputs.items)
+    assert (cov["covered"], cov["missing"], cov["extra"], cov["scored"]) == (1, n - 1, 1, n)
+    assert cov["missing_first"][0] == inputs.items[1].text_id and cov["extra_first"] == ["zz-extra"]
+    assert scores["error_flag_accuracy"] == pytest.approx(1 / n)  # the official rule: missing notes are wrong
+    contract.print_scores(scores)
+    printed = capsys.readouterr().out.splitlines()[0]
+    assert printed.startswith(f"submission covers 1 of {n} reference notes; {n - 1} missing ({inputs.items[1].text_id}")
+    assert "scored as wrong" in printed and "1 extra ids not in the notes, ignored (zz-extra)" in printed
+
+    cfg, contract, inputs = mediqa_contract("data.score_only_submitted=true")
+    scores = contract.score_files(cfg, inputs, str(sub))
+    assert scores["coverage"]["scored"] == 1 and scores["error_flag_accuracy"] == 1.0
+
+
+def test_a_submission_for_other_notes_is_one_error(mediqa_contract, tmp_path):
+    from tasks.mediqa_corr.data import MediqaDataError
+
+    cfg, contract, inputs = mediqa_contract()
+    sub = tmp_path / "other.txt"
+    sub.write_text("zz-1 0 -1 NA\nzz-2 0 -1 NA\n")
+    with pytest.raises(MediqaDataError, match="none of its 2 text ids is among the"):
+        contract.score_files(cfg, inputs, str(sub))
