@@ -43,15 +43,18 @@ def main(cfg: DictConfig) -> float | None:
 
 
 def record_failure(line: str) -> None:
-    """The error line goes to the run's main.log too; a run folder holding only Hydra's own files is removed."""
+    """The error line goes to the run's main.log too; a run folder holding nothing of the run's own is removed (a
+    folder another run holds has its run.lock, and one with predictions has them: both are kept)."""
     from runners.common import output_dir
 
     try:
         out = output_dir()
     except Exception:  # noqa: BLE001 - no run folder to speak of
         return
-    hydra_files = {".hydra", "main.log"}
-    if out.is_dir() and {p.name for p in out.iterdir()} <= hydra_files:
+    # Hydra's files and what a run writes before its first prediction: nothing to resume or look at.
+    no_content = {".hydra", "main.log", "fingerprint.json"}
+    if out.is_dir() and all(p.name in no_content or (p.name == "predictions.jsonl" and p.stat().st_size == 0)
+                            for p in out.iterdir()):
         shutil.rmtree(out, ignore_errors=True)  # nothing of the run's own: no clutter of near-empty folders
         for parent in (out.parent, out.parent.parent):  # outputs/<task>/ and outputs/, when this was their only run
             with contextlib.suppress(OSError):

@@ -11,18 +11,20 @@ import yaml
 from omegaconf import DictConfig
 
 from common.errors import ClinprogError
+from common.flatten import flatten
+
+MARKDOWN_METRICS = 12   # metric columns in the Markdown table besides the objective; the CSV has them all
+HEADLINE_SUFFIXES = ("overall_score", "micro_f1")
 
 
 class SweepReportError(ClinprogError):
     """A multirun folder that cannot be reported (no jobs, unreadable scores)."""
 
 
-def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
-    if isinstance(value, dict):
-        for k, v in value.items():
-            _flatten(f"{prefix}.{k}" if prefix else k, v, out)
-    elif isinstance(value, int | float) or value is None:
-        out[prefix] = value
+def _metrics(scores: dict[str, Any]) -> dict[str, Any]:
+    """Numeric leaves of scores.json as dotted keys (lists and strings are not table cells)."""
+    return {k: v for k, v in flatten(scores).items() if isinstance(v, int | float) and not isinstance(v, bool)
+            or v is None}
 
 
 def collect(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
@@ -41,9 +43,7 @@ def collect(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
                 row[key] = value
             if key not in params:
                 params.append(key)
-        metrics: dict[str, Any] = {}
-        _flatten("", json.loads(scores_path.read_text()), metrics)
-        row.update(metrics)
+        row.update(_metrics(json.loads(scores_path.read_text())))
         rows.append(row)
     return rows, params
 
@@ -56,16 +56,26 @@ def sweep_report(cfg: DictConfig) -> None:
     if not rows:
         raise SweepReportError(f"no */scores.json under {sweep_dir}")
     varying = [p for p in params if len({r.get(p) for r in rows}) > 1]
-    metric = "objective" if any("objective" in r for r in rows) else next(k for k in rows[0] if k not in params and k != "job")
-    columns = ["job", *params, metric] + [k for k in rows[0] if k not in (*params, metric, "job")][:8]
-    with (sweep_dir / "sweep_report.csv").open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
+    metrics = list(dict.fromkeys(k for r in rows for k in r if k not in params and k != "job"))
+    if not metrics:
+        raise SweepReportError(f"{sweep_dir}: the jobs' scores.json hold no numbers to report")
+    metric = "objective" if "objective" in metrics else metrics[0]
+    with (sweep_dir / "sweep_report.csv").open("w", newline="") as fh:  # every metric of every job
+        writer = csv.DictWriter(fh, fieldnames=["job", *params, *metrics])
         writer.writeheader()
         writer.writerows(rows)
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    shown, hidden = table_metrics(rows, metrics, metric)
+    fixed = [p for p in params if p not in varying]
+    columns = ["job", *varying, *shown]
+    lines = [f"fixed in every job: {', '.join(f'{p}={rows[0].get(p)}' for p in fixed)}", ""] if fixed else []
+    lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in rows:
         lines.append("| " + " | ".join(f"{r.get(c):.4f}" if isinstance(r.get(c), float) else str(r.get(c, ""))
                                        for c in columns) + " |")
+    constant = len(metrics) - len(shown) - hidden
+    if hidden or constant:
+        lines += ["", f"sweep_report.csv has every metric: {hidden} more that vary across jobs and {constant} that "
+                      "do not"]
     (sweep_dir / "sweep_report.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     pngs = plot(rows, varying, metric, sweep_dir)
@@ -81,6 +91,18 @@ def sweep_report(cfg: DictConfig) -> None:
     (sweep_dir / "sweep_report.html").write_text(page(f"clinprog sweep {sweep_dir.name}", body, script=""),
                                                  encoding="utf-8")
     print(f"html: {sweep_dir / 'sweep_report.html'}")
+
+
+def table_metrics(rows: list[dict[str, Any]], metrics: list[str], objective: str,
+                  limit: int = MARKDOWN_METRICS) -> tuple[list[str], int]:
+    """The objective, then the metrics that vary across jobs (a constant column says nothing about the sweep):
+    headline ones first (top-level scores and each part's overall score), then the rest in scores.json order."""
+    varying = [m for m in metrics if m != objective and len({r.get(m) for r in rows}) > 1]
+    rank = [[m for m in varying if "." not in m]] + [[m for m in varying if "." in m and m.endswith(suffix)]
+                                                      for suffix in HEADLINE_SUFFIXES]
+    headline = [m for group in rank for m in group]
+    ordered = headline + [m for m in varying if m not in headline]
+    return [objective, *ordered[:limit]], max(len(ordered) - limit, 0)
 
 
 def plot(rows: list[dict[str, Any]], varying: list[str], metric: str, out: Path) -> list[Path]:

@@ -32,15 +32,24 @@ def test_failures_leave_no_near_empty_folders_and_tasks_get_their_own(tmp_path):
     assert sorted(p.name for p in (tmp_path / "outputs").iterdir()) == ["archehr", "report"]
 
 
-def test_a_failure_after_the_run_started_is_in_main_log(tmp_path):
+def test_a_failure_in_a_folder_with_predictions_keeps_it_and_logs_the_error(tmp_path):
     out = tmp_path / "run"
-    proc = main_in(tmp_path, "program=archehr", "lm=openai_compatible", "lm.client.api_base=http://127.0.0.1:9/v1",
-                   "lm.client.num_retries=0", f"hydra.run.dir={out}", "progress=false")
+    args = ("program=archehr", "metrics.bertscore=null", f"hydra.run.dir={out}", "progress=false")
+    assert main_in(tmp_path, *args).returncode == 0
+    proc = main_in(tmp_path, *args, "program.offline.top_share=0.3")   # another config into the same folder
     assert proc.returncode == 2
     [line] = proc.stderr.strip().splitlines()
-    assert line.startswith("error: ")
-    assert (out / "fingerprint.json").exists()  # the run held its folder: kept, with the reason in main.log
+    assert line.startswith("error: ") and "run.resume=restart" in line
+    assert (out / "predictions.jsonl").stat().st_size > 0
     assert (out / "main.log").read_text(encoding="utf-8").strip().splitlines()[-1] == line
+
+
+def test_a_failure_before_the_first_prediction_leaves_no_folder(tmp_path):
+    out = tmp_path / "outputs" / "archehr" / "t"
+    proc = main_in(tmp_path, "program=archehr", "lm=openai_compatible", "lm.client.api_base=http://127.0.0.1:9/v1",
+                   "lm.client.num_retries=0", f"hydra.run.dir={out}", "progress=false")
+    assert proc.returncode == 2 and proc.stderr.startswith("error: lm=openai_compatible")
+    assert not (tmp_path / "outputs").exists()
 
 
 def test_vertex_ai_without_credentials_is_one_line(monkeypatch, tmp_path):
@@ -109,3 +118,27 @@ def test_a_submission_for_other_notes_is_one_error(mediqa_contract, tmp_path):
     sub.write_text("zz-1 0 -1 NA\nzz-2 0 -1 NA\n")
     with pytest.raises(MediqaDataError, match="none of its 2 text ids is among the"):
         contract.score_files(cfg, inputs, str(sub))
+
+
+def test_the_report_names_each_stage_implementation_and_an_lm_only_where_one_ran():
+    from omegaconf import open_dict
+
+    from programs.archehr.report import describe_stages, report_markdown
+    from runners.program import compose_config
+
+    offline = compose_config("program=archehr", "experiment=offline_best", "lm=embedded")
+    text = describe_stages(offline)
+    assert text.startswith("question=rule, evidence=embedding, answer=extractive, alignment=similarity")
+    assert text.endswith("; no LM") and "smollm2" not in text.lower()
+
+    mixed = compose_config("program=archehr", "lm=embedded", "program.stages.evidence=embedding",
+                           "+lm.roles.alignment={package_file: other-model.gguf}")
+    with open_dict(mixed):
+        mixed.lm.roles.alignment.model_path = "/models/medgemma-4b.gguf"
+    parts = dict(p.split("=", 1) for p in describe_stages(mixed).split(", ") if "=" in p)
+    assert parts["evidence"] == "embedding" and parts["question"].startswith("lm (") and "smollm2" in parts["question"]
+    assert parts["alignment"] == "lm (medgemma-4b.gguf)"
+    usage = {"cases": 1, "lm_calls_per_case": 0.0, "seconds_per_case": 0.1, "fallbacks": {}, "dropped_ids": 0,
+             "grounding": None, "stages": {}, "repairs": {"total": 1, "stages": {"question": 1}}}
+    md = report_markdown(offline, usage, None)
+    assert "lm=" not in md.splitlines()[0] and "- stages: question=rule" in md and "{'question': 1}" in md

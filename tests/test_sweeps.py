@@ -28,8 +28,9 @@ def test_sweep_report_table_and_heatmap(tmp_path):
                            f"hydra.run.dir={tmp_path / 'report'}"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-1500:]
     table = (tmp_path / "sweep_report.md").read_text().splitlines()
-    assert table[0].startswith("| job | program.eval.avg_threshold | program.eval.min_threshold | data.limit | objective")
-    assert "| 3 | 3.8000 | 3 | 5 | 0.7000 |" in table[-1]
+    assert table[0] == "fixed in every job: data.limit=5"
+    assert table[2] == "| job | program.eval.avg_threshold | program.eval.min_threshold | objective | error_flag_accuracy |"
+    assert "| 3 | 3.8000 | 3 | 0.7000 | 0.3500 |" in table[-1]
     png = tmp_path / "sweep_heatmap.png"
     assert png.is_file() and png.read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "sweep_report.csv").read_text().count("\n") == 5
@@ -57,13 +58,19 @@ def test_two_job_multirun_returns_each_jobs_objective_and_reports_them(tmp_path)
     report = subprocess.run([sys.executable, str(ROOT / "main.py"), "task=sweep_report", f"dir={sweep}",
                              f"hydra.run.dir={tmp_path / 'r'}"], capture_output=True, text=True, cwd=ROOT, env=env)
     assert report.returncode == 0, report.stderr[-1500:]
-    header, _, *rows = (sweep / "sweep_report.md").read_text().splitlines()
+    header, _, *rows = [r for r in (sweep / "sweep_report.md").read_text().splitlines() if r.startswith("|")]
     columns = [c.strip() for c in header.split("|")]
     cells = [[c.strip() for c in r.split("|")] for r in rows]
     share, objective = columns.index("program.offline.top_share"), columns.index("objective")
     assert [r[share] for r in cells] == ["0.3000", "0.6000"]
     assert [float(r[objective]) for r in cells] == pytest.approx([j["objective"] for j in jobs], abs=1e-4)
     assert (sweep / "sweep_program_offline_top_share.png").is_file()
+    # every subtask that varies across the jobs has a column (not only the first 8 metrics, all of Subtask 1)
+    # (Subtasks 1 and 4 do not depend on the evidence share: constant, so in the CSV only)
+    assert columns[objective:objective + 3] == ["objective", "subtask_2.overall_score", "subtask_3.overall_score"]
+    assert all(len({r[columns.index(c)] for r in cells}) > 1 for c in columns if c.startswith("subtask_"))
+    csv_header = (sweep / "sweep_report.csv").read_text().splitlines()[0].split(",")
+    assert len(csv_header) > 40 and "subtask_1.rougeLsum" in csv_header
     html = (sweep / "sweep_report.html").read_text()
     assert html.count("<tr>") == 3 and "data:image/png;base64," in html
 

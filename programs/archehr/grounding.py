@@ -19,6 +19,7 @@ import dspy
 
 from common.errors import ConfigError
 from common.failures import RECOVERABLE, describe
+from common.markup import strip_markup
 from programs.archehr.offline.evidence import is_header
 from programs.archehr.offline.lexical import tokens
 from programs.archehr.offline.similarity import cosine_matrix
@@ -112,7 +113,7 @@ class GroundingCheck(dspy.Module):
                 out = self.judge(answer_sentence=text, note_sentences=numbered((s.id, s.text) for s in (cited or support)),
                                  config=reply_bound(96))
                 if not out.supported:
-                    reasons.append(f"LM judge: {str(out.reason)[:200]}")
+                    reasons.append(f"LM judge: {strip_markup(str(out.reason))[0][:200]}")
             except RECOVERABLE as exc:  # an unparsable judgement is no evidence either way
                 judged["judge"] = f"LM judge unavailable ({describe(exc)})"
         return {"verdict": "unsupported" if reasons else "supported", "support_ids": [s.id for s in support],

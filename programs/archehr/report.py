@@ -45,13 +45,41 @@ def _fmt(v: Any) -> str:
     return f"{v:.2f}" if isinstance(v, float) else str(v)
 
 
+def lm_model(cfg: DictConfig, role: str) -> str:
+    """The model a role's LM runs: `lm.roles.<role>` overrides the shared client (an LM per role)."""
+    names = ("model", "model_path", "package_file", "package")
+    for client in (dict((cfg.lm.get("roles") or {}).get(role) or {}), dict(cfg.lm.get("client") or {})):
+        model = next((client[k] for k in names if client.get(k)), None)
+        if model:
+            return str(model).rsplit("/", 1)[-1]
+    return "?"
+
+
+def stage_implementations(cfg: DictConfig) -> list[tuple[str, str]]:
+    """Each stage with what ran it: `lm (<model>)` or its non-LLM module; the LM is named only where one ran."""
+    out = []
+    for stage, choice in dict(cfg.program.get("stages") or {}).items():
+        out.append((stage, f"lm ({lm_model(cfg, stage)})" if choice == "lm" else str(choice)))
+    grounding = cfg.program.get("grounding") or {}
+    if grounding.get("enabled"):
+        judge = grounding.get("judge")
+        out.append(("grounding", f"lm judge ({lm_model(cfg, 'grounding')})" if judge == "lm" else "non-LLM checks"))
+    return out
+
+
+def describe_stages(cfg: DictConfig) -> str:
+    parts = stage_implementations(cfg)
+    uses_lm = any(impl.startswith("lm") for _, impl in parts)
+    return ", ".join(f"{stage}={impl}" for stage, impl in parts) + ("" if uses_lm else "; no LM")
+
+
 def report_markdown(cfg: DictConfig, usage: dict[str, Any], scores: dict[str, Any] | None) -> str:
-    stages = dict(cfg.program.get("stages") or {})
-    lm = (cfg.lm.get("client") or {}).get("model", "none")
-    lines = [f"# clinprog run: program={cfg.program.name}, lm={lm}, stages={stages}", "",
+    repairs = (usage.get("repairs") or {}).get("stages") or {}
+    lines = [f"# clinprog run: program={cfg.program.name}", "", f"- stages: {describe_stages(cfg)}",
              f"- cases: {usage['cases']}", f"- LM calls per case: {usage['lm_calls_per_case']:.2f}",
              f"- seconds per case: {usage['seconds_per_case']:.2f}", f"- fallbacks: {usage['fallbacks'] or 'none'}",
              f"- unknown ids dropped: {usage['dropped_ids']}",
+             f"- markup stripped from LM outputs (repairs): {repairs or 'none'}",
              "- grounding: " + (f"{usage['grounding']['unsupported']} of {usage['grounding']['answer_sentences']} answer "
                                 f"sentences unsupported ({usage['grounding']['cases_with_unsupported']} cases)"
                                 if usage.get("grounding") else "off"), "", "## Stages", "",

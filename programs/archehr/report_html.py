@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from programs.archehr.report import describe_stages
 from reports.html import bar_chart, esc, filters, page, table
 from tasks.archehr.data import Case, KeyCase
 from tasks.archehr.metrics import score_subtask2
@@ -127,13 +128,12 @@ def render(cfg: Any, cases: list[Case], key: dict[str, KeyCase] | None, records:
     by_id = {r["case_id"]: r for r in records}
     shown = [c for c in cases if c.case_id in by_id]
     stages = usage.get("stages") or {}
-    lm = (cfg.lm.get("client") or {}).get("model", "none") if cfg.get("lm") else "none"
     grounding = usage.get("grounding") or {}
-    summary = (f"<p>program={esc(cfg.program.name)}, lm={esc(lm)}, stages="
-               f"{esc(', '.join(f'{k}={v}' for k, v in (cfg.program.get('stages') or {}).items()))}; "
+    repairs = (usage.get("repairs") or {}).get("stages") or {}
+    summary = (f"<p>program={esc(cfg.program.name)}; stages: {esc(describe_stages(cfg))}; "
                f"{usage.get('cases', 0)} cases, {usage.get('seconds_per_case', 0):.2f} s and "
                f"{usage.get('lm_calls_per_case', 0):.2f} LM calls per case; fallbacks: "
-               f"{esc(usage.get('fallbacks') or 'none')}; grounding: "
+               f"{esc(usage.get('fallbacks') or 'none')}; markup repairs: {esc(repairs or 'none')}; grounding: "
                f"{grounding.get('unsupported', 0)} of {grounding.get('answer_sentences', 0)} answer sentences "
                "unsupported</p>")
     charts = (bar_chart("seconds per stage (all cases)", [(k, v["seconds"]) for k, v in stages.items()], " s")
