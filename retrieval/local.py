@@ -89,8 +89,12 @@ def enable_numba_cache() -> Path | None:
         for fn in vars(module).values():
             # A parallel and a serial dispatcher of one Python function would share cache entries (numba's index key
             # ignores target options): only the serial one (`n_threads=1`, what `_bm25_search` runs) is cached.
-            if isinstance(fn, Dispatcher) and isinstance(fn._cache, NullCache) and not fn.targetoptions.get("parallel"):
-                fn.enable_caching()
+            if isinstance(fn, Dispatcher) and isinstance(getattr(fn, "_cache", None), NullCache) \
+                    and not getattr(fn, "targetoptions", {}).get("parallel"):
+                try:
+                    fn.enable_caching()
+                except (AttributeError, TypeError, OSError) as exc:  # numba internals moved: compile as before
+                    log.warning("numba cache not enabled for %s.%s: %s", name, fn.__name__, exc)
     return path
 
 
