@@ -4,6 +4,7 @@ what a partial MEDIQA-CORR submission is scored against."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -19,6 +20,18 @@ def main_in(cwd, *args):
                           cwd=cwd, timeout=600)
 
 
+def readme_output_files() -> set[str]:
+    """File names in the first column of the README's Outputs table (`a_{1,2}.json` expanded)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8").split("## Outputs", 1)[1].split("\n## ", 1)[0]
+    names = set()
+    for line in text.splitlines():
+        if line.startswith("| `"):
+            for name in re.findall(r"`([^`]+)`", line.split("|")[1]):
+                m = re.fullmatch(r"(.*)\{([^}]*)\}(.*)", name)
+                names |= {f"{m[1]}{x}{m[3]}" for x in m[2].split(",")} if m else {name.rstrip("/")}
+    return names
+
+
 def test_failures_leave_no_near_empty_folders_and_tasks_get_their_own(tmp_path):
     search = main_in(tmp_path, "task=search", "query=pneumonia")
     assert search.returncode == 2 and search.stderr.startswith("error: no index at")
@@ -27,6 +40,9 @@ def test_failures_leave_no_near_empty_folders_and_tasks_get_their_own(tmp_path):
     run = main_in(tmp_path, "program=archehr", "data.limit=1", "metrics.bertscore=null", "progress=false")
     assert run.returncode == 0, run.stderr
     [run_dir] = (tmp_path / "outputs" / "archehr").iterdir()
+    documented = readme_output_files()
+    assert {p.name for p in run_dir.iterdir()} <= documented, "a run file the README's Outputs table does not list"
+    assert {"config.json", "main.log", "report.html", "fingerprint.json"} <= documented
     report = main_in(tmp_path, "task=report", f"dir={run_dir}")
     assert report.returncode == 0, report.stderr
     assert sorted(p.name for p in (tmp_path / "outputs").iterdir()) == ["archehr", "report"]
