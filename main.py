@@ -40,6 +40,10 @@ def main(cfg: DictConfig) -> float | None:
         print(f"error: {exc}", file=sys.stderr)
         record_failure(f"error: {exc}")
         raise SystemExit(2) from None
+    except Exception as exc:
+        # A bug, not a user error: Hydra prints the traceback (to report); the run folder is still tidied up.
+        record_failure(f"error: unexpected {type(exc).__name__}: {exc}")
+        raise
 
 
 def record_failure(line: str) -> None:

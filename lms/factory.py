@@ -200,6 +200,10 @@ def build_lm(lm_cfg: Any) -> dspy.LM:
     """Instantiate `lm_cfg.client` (a `_target_` builder config)."""
     from hydra.utils import instantiate
 
+    if not str(lm_cfg.client.get("_target_") or ""):
+        keys = ", ".join(f"lm.client.{k}" for k in lm_cfg.client)
+        raise LMConfigError(f"{keys} set, but no LM backend is chosen (lm=none): add lm=embedded (a GGUF file), "
+                            "lm=openai_compatible, lm=openai or lm=gemini")
     try:
         lm = instantiate(lm_cfg.client)
         if "litellm" in str(getattr(lm, "_engine_spec", "")) or str(lm_cfg.client.get("_target_", "")).endswith(
@@ -226,7 +230,10 @@ def build_role_lms(lm_cfg: Any, roles: list[str]) -> dict[str, dspy.LM]:
         override = overrides.get(role)
         if override:
             merged = OmegaConf.merge(lm_cfg, {"client": override, "roles": {}})
-            out[role] = build_lm(merged)
+            try:
+                out[role] = build_lm(merged)
+            except LMConfigError as exc:  # name the role's own keys, not the shared client's
+                raise LMConfigError(f"lm.roles.{role}: {str(exc).replace('lm.client.', f'lm.roles.{role}.')}") from None
         else:
             out[role] = default
     return out

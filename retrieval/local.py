@@ -179,7 +179,9 @@ class LocalIndex:
     def manifest(self) -> dict[str, Any]:
         if self._manifest is None:
             if not self.manifest_path.exists():
-                raise RetrievalError(f"no index at {self.path}: build one with `python main.py task=index corpus=...`")
+                where = "" if self.path == Path("indexes/default") else f" index_dir={self.path}"
+                raise RetrievalError(f"no index at {self.path}: build one with `python main.py task=index "
+                                     f"corpus=...{where}`")
             try:
                 manifest = json.loads(self.manifest_path.read_text(encoding="utf-8"))
                 if not isinstance(manifest, dict) or "embedder" not in manifest or "dim" not in manifest:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 from typing import Any
 
 from dspy.utils.exceptions import LMError
@@ -29,8 +30,6 @@ LM_CHOICES = ("lm=gemini (the seed's system), lm=openai_compatible (a local serv
 
 def compose_config(*overrides: str) -> DictConfig:
     """conf/ composed as `python main.py <overrides>` would (for scripts, benchmarks, notebooks, tests)."""
-    from pathlib import Path
-
     from hydra import compose, initialize_config_dir
 
     with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[1] / "conf"), version_base="1.3"):
@@ -60,9 +59,22 @@ def lm_identity(cfg: DictConfig) -> dict[str, Any] | None:
             "roles": roles}
 
 
+def lm_choice(cfg: DictConfig) -> str:
+    """`lm=<option>` as the user chose it (Hydra's choice), else the builder's name."""
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        return f"lm={HydraConfig.get().runtime.choices['lm']}"
+    except (ValueError, KeyError):  # outside @hydra.main
+        return f"lm={str(cfg.lm.client.get('_target_', '')).rsplit('.', 1)[-1].removesuffix('_lm')}"
+
+
 def choose_lm_or_offline(cfg: DictConfig, contract: ProgramContract) -> list[str]:
     """With no LM chosen, run the program's non-LLM stages (one line says so) or stop with one line."""
     roles = contract.lm_roles(cfg)
+    if not roles and has_lm(cfg):
+        print(f"{lm_choice(cfg)}: no stage of program={contract.name} uses an LM with these "
+              f"settings (program.stages: {dict(cfg.program.get('stages') or {})}), so none is loaded")
     if not roles or has_lm(cfg):
         return roles
     offline = cfg.program.get("offline_stages")
@@ -85,6 +97,9 @@ def fingerprint(cfg: DictConfig, contract: ProgramContract, inputs: Inputs) -> d
     for k in ("optimize", "compiled"):
         program.pop(k, None)
     compiled = cfg.program.get("compiled")
+    if compiled and not Path(compiled).is_file():
+        raise ConfigError(f"program.compiled={compiled}: no such file (a state saved by task=compile, "
+                          "program.optimize.save_to)")
     return {
         "program": program,
         "lm": lm_identity(cfg) if contract.lm_roles(cfg) else None,
@@ -165,6 +180,7 @@ def evaluate(cfg: DictConfig) -> float | None:
         raise ConfigError(f"program={contract.name}: these inputs carry no references to score against")
     write_json(output_dir() / "scores.json", scores)
     contract.print_scores(scores)
+    print(f"scores: {output_dir() / 'scores.json'}")
     return contract.objective(scores)
 
 

@@ -3,6 +3,7 @@ what a partial MEDIQA-CORR submission is scored against."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -158,3 +159,52 @@ def test_the_report_names_each_stage_implementation_and_an_lm_only_where_one_ran
              "grounding": None, "stages": {}, "repairs": {"total": 1, "stages": {"question": 1}}}
     md = report_markdown(offline, usage, None)
     assert "lm=" not in md.splitlines()[0] and "- stages: question=rule" in md and "{'question': 1}" in md
+
+
+def test_a_partial_archehr_submission_says_so_and_can_score_the_submitted_cases(tmp_path):
+    run = tmp_path / "run"
+    assert main_in(tmp_path, "program=archehr", "data.limit=1", "metrics.bertscore=null", f"hydra.run.dir={run}",
+                   "progress=false").returncode == 0
+    full = main_in(tmp_path, "program=archehr", "task=evaluate", f"data.submissions={run}", "metrics.bertscore=null",
+                   f"hydra.run.dir={tmp_path / 'e1'}")
+    assert full.returncode == 0, full.stderr
+    [first] = [line for line in full.stdout.splitlines() if line.startswith("submission covers")]
+    assert first.startswith("submission covers 1 of 3 cases; 2 missing (902, 903)")
+    assert "data.score_only_submitted=true" in first and "subtask_2: invalid submission" in full.stdout
+    subset = main_in(tmp_path, "program=archehr", "task=evaluate", f"data.submissions={run}", "metrics.bertscore=null",
+                     "data.score_only_submitted=true", f"hydra.run.dir={tmp_path / 'e2'}")
+    assert subset.returncode == 0, subset.stderr
+    scored = json.loads((tmp_path / "e2" / "scores.json").read_text())
+    own = json.loads((run / "scores.json").read_text())  # the run scored its one case itself
+    for st in ("subtask_1", "subtask_2", "subtask_3", "subtask_4"):
+        assert scored[st]["overall_score"] == pytest.approx(own[st]["overall_score"])
+    assert scored["coverage"]["scored"] == 1 and f"scores: {tmp_path / 'e2' / 'scores.json'}" in subset.stdout
+
+
+def test_config_mistakes_are_one_line_and_leave_no_folder(tmp_path):
+    compiled = main_in(tmp_path, "program=archehr", "program.compiled=/nope.json", "progress=false")
+    assert compiled.returncode == 2
+    assert compiled.stderr.strip().splitlines() == [
+        "error: program.compiled=/nope.json: no such file (a state saved by task=compile, program.optimize.save_to)"]
+    no_backend = main_in(tmp_path, "program=archehr", "+lm.client.model_path=/x.gguf", "progress=false")
+    assert no_backend.returncode == 2
+    assert no_backend.stderr.strip().startswith("error: lm.client.model_path set, but no LM backend is chosen")
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_an_lm_no_stage_uses_is_named_and_not_loaded(tmp_path):
+    proc = main_in(tmp_path, "program=archehr", "experiment=offline_best", "lm=embedded", "data.limit=1",
+                   "metrics.bertscore=null", "progress=false", f"hydra.run.dir={tmp_path / 'r'}")
+    assert proc.returncode == 0, proc.stderr
+    assert "lm=embedded: no stage of program=archehr uses an LM with these settings" in proc.stdout
+
+
+def test_a_role_lm_error_names_the_role_keys():
+    from omegaconf import OmegaConf
+
+    from lms import LMConfigError, build_role_lms
+    from runners.program import compose_config
+
+    cfg = compose_config("program=archehr", "lm=embedded", "+lm.roles.alignment={model_path: /nope.gguf}")
+    with pytest.raises(LMConfigError, match=r"lm.roles.alignment: .*/nope.gguf \(set lm.roles.alignment.model_path"):
+        build_role_lms(OmegaConf.create(OmegaConf.to_container(cfg.lm, resolve=True)), ["question", "alignment"])

@@ -101,6 +101,41 @@ def readme_hints() -> list[tuple[str, str, str]]:
     return hints
 
 
+def readme_commands() -> list[tuple[str, list[str]]]:
+    """Each README `python main.py ...` command in a code block, as its list of overrides (a multirun's first value)."""
+    out, in_block = [], False
+    for n, line in enumerate((ROOT / "README.md").read_text(encoding="utf-8").splitlines(), 1):
+        if line.startswith("```"):
+            in_block = not in_block
+        if not in_block or not line.startswith("python main.py"):
+            continue
+        command = re.split(r"&&|\|", line.split("python main.py", 1)[1])[0]
+        if command.rstrip().endswith("\\"):
+            command = command.rstrip()[:-1]  # a continued line: its first part is checked
+        args = shlex.split(command, comments=True)
+        multirun = "-m" in args
+        overrides = []
+        for arg in args:
+            if arg.startswith(("-", "hydra.", "hydra/")) or arg == "...":
+                continue
+            arg = re.sub(r"<[^<>=]*>", "X", arg)  # placeholders such as <time>
+            if multirun and "," in arg and "[" not in arg and "{" not in arg:
+                arg = arg.split(",", 1)[0]
+            overrides.append(arg)
+        out.append((f"README.md:{n}", overrides))
+    return out
+
+
+@pytest.mark.parametrize("where,overrides", readme_commands())
+def test_every_readme_command_composes_as_written(where, overrides):
+    # a key that exists only with another lm=/program= than the command chooses fails here (e.g. a GGUF path
+    # without lm=embedded)
+    try:
+        compose_config(*overrides)
+    except Exception as exc:  # noqa: BLE001 - the message is the point
+        pytest.fail(f"{where}: python main.py {' '.join(overrides)}: {type(exc).__name__}: {exc}")
+
+
 def test_the_issue_hint_is_caught():
     # The hint that sent users into a Hydra error: the key is lm.client.model_path.
     assert problem("lm.model_path", "...") is not None

@@ -155,8 +155,31 @@ class ArchEHRContract(ProgramContract[Case]):
                 submissions[st] = read_submission(folder / name, st)
             except ArchEHRDataError as exc:
                 invalid[st] = str(exc)
+        submitted = {cid for sub in submissions.values() for cid in sub}
+        case_ids = [c.case_id for c in inputs.items]
+        if submitted and not submitted & set(case_ids):
+            raise ArchEHRDataError(f"{folder}: none of its {len(submitted)} case ids is among the {len(case_ids)} "
+                                   f"cases of {cfg.data.cases} (e.g. {sorted(submitted)[0]} vs {case_ids[0]}): is it "
+                                   "the submission for these cases?")
+        only_submitted = bool(cfg.data.get("score_only_submitted"))
+        if only_submitted:
+            inputs = self.subset(inputs, submitted)
         scores = self._score(cfg, inputs, submissions, [], invalid)
+        if scores is not None:
+            missing = [i for i in case_ids if i not in submitted]
+            scores["coverage"] = {"cases": len(case_ids), "submitted": len(submitted & set(case_ids)),
+                                  "missing": len(missing), "missing_first": missing[:5],
+                                  "extra": sorted(submitted - set(case_ids))[:5], "only_submitted": only_submitted,
+                                  "scored": len(inputs.items)}
         return scores
+
+    @staticmethod
+    def subset(inputs: Inputs[Case], ids: set[str]) -> Inputs[Case]:
+        """The cases (and their key) whose ids are in `ids`, in file order."""
+        cases = [c for c in inputs.items if c.case_id in ids]
+        key = inputs.references.get("key")
+        refs = {**inputs.references, "key": {i: k for i, k in key.items() if i in ids} if key is not None else None}
+        return Inputs(cases, references=refs, files=inputs.files)
 
     def _score(self, cfg: DictConfig, inputs: Inputs[Case], submissions: dict[int, Any], generated: list[str],
                invalid: dict[int, str] | None = None) -> dict[str, Any] | None:

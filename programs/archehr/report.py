@@ -106,7 +106,26 @@ def report_markdown(cfg: DictConfig, usage: dict[str, Any], scores: dict[str, An
     return "\n".join(lines) + "\n"
 
 
+def describe_coverage(cov: dict[str, Any]) -> str | None:
+    """One line when the submission files do not hold exactly the cases: how many, which, what happens to them."""
+    if not cov["missing"] and not cov["extra"]:
+        return None
+    line = f"submission covers {cov['submitted']} of {cov['cases']} cases"
+    if cov["missing"]:
+        first = ", ".join(cov["missing_first"]) + (", ..." if cov["missing"] > len(cov["missing_first"]) else "")
+        line += (f"; {cov['missing']} missing ({first}): " + (
+            "not scored (data.score_only_submitted=true)" if cov["only_submitted"] else
+            "a subtask file missing cases is rejected, as the official scripts do; data.score_only_submitted=true "
+            "scores only the submitted cases, data.limit=N the first N"))
+    if cov["extra"]:
+        line += f"; case ids not in the cases file: {', '.join(cov['extra'])}"
+    return line
+
+
 def print_scores(scores: dict[str, Any]) -> None:
+    line = describe_coverage(scores["coverage"]) if scores.get("coverage") else None
+    if line:
+        print(line)
     for st in ("subtask_1", "subtask_2", "subtask_3", "subtask_4"):
         s = scores.get(st) or {}
         if "invalid" in s:

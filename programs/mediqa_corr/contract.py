@@ -28,10 +28,14 @@ def build_search(cfg: DictConfig):
     """The agent's search tool over the configured index; None when search is off."""
     if not cfg.program.search.enabled:
         return None
+    from retrieval.passage import RetrievalError
     from runners.retrieval import build_retriever
 
     retriever = build_retriever(cfg)
-    retriever.check()  # a missing index or another embedder fails here, before any note
+    try:
+        retriever.check()  # a missing index or another embedder fails here, before any note
+    except RetrievalError as exc:
+        raise RetrievalError(f"{exc}; or run the agent without its search tool: program.search.enabled=false") from None
     return retriever.as_tool(max_chars=int(cfg.program.search.max_chars),
                              max_passages=int(cfg.program.search.max_passages))
 
