@@ -80,9 +80,18 @@ class RunLock:
 
 
 def differences(old: dict[str, Any], new: dict[str, Any], limit: int = 4) -> list[str]:
+    """The changed keys, one line each; a value the config interpolates into several places (program.offline.x
+    reaches the module, the implementations and the fallbacks) is named once, by its shortest key."""
     a, b = flatten(old), flatten(new)
-    diffs = [f"{k}: {a.get(k, '(unset)')!r} -> {b.get(k, '(unset)')!r}" for k in sorted(set(a) | set(b))
-             if a.get(k) != b.get(k)]
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for k in sorted(set(a) | set(b)):
+        if a.get(k) != b.get(k):
+            change = (k.rsplit(".", 1)[-1], repr(a.get(k, "(unset)")), repr(b.get(k, "(unset)")))
+            groups.setdefault(change, []).append(k)
+    diffs = []
+    for (_, before, after), keys in groups.items():
+        key = min(keys, key=lambda k: (len(k), k))
+        diffs.append(f"{key}: {before} -> {after}" + (f" (and {len(keys) - 1} copies)" if len(keys) > 1 else ""))
     return diffs[:limit] + ([f"... {len(diffs) - limit} more"] if len(diffs) > limit else [])
 
 

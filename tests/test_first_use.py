@@ -57,6 +57,8 @@ def test_a_failure_in_a_folder_with_predictions_keeps_it_and_logs_the_error(tmp_
     assert proc.returncode == 2
     [line] = proc.stderr.strip().splitlines()
     assert line.startswith("error: ") and "run.resume=restart" in line
+    # the user's key, once: not its interpolated copies in program.module / implementations / fallbacks
+    assert "program.offline.top_share: 0.6 -> 0.3 (and 3 copies)" in line and "program.module." not in line
     assert (out / "predictions.jsonl").stat().st_size > 0
     assert (out / "main.log").read_text(encoding="utf-8").strip().splitlines()[-1] == line
 
