@@ -170,7 +170,8 @@ class MediqaCorrContract(ProgramContract[Note]):
                  f"- ReAct steps per note: {usage['react_steps_per_note']:.2f}",
                  f"- searches per note: {usage['searches_per_note']:.2f}",
                  f"- reflexion turns per note: {usage['reflexion_turns_per_note']:.2f}",
-                 f"- seconds per note: {usage['seconds_per_note']:.2f}", f"- outcomes: {usage['outcomes']}"]
+                 f"- seconds per note: {usage['seconds_per_note']:.2f}", f"- outcomes: {usage['outcomes']}",
+                 f"- markup stripped from LM outputs (repairs): {(usage.get('repairs') or {}).get('stages') or 'none'}"]
         if scores:
             lines += ["", "## Scores", ""] + [f"- {k}: {scores[k]:.4f}" if scores.get(k) is not None
                                              else f"- {k}: unavailable" for k in SCORE_KEYS]
