@@ -79,6 +79,9 @@ class RunLock:
             self.held = False
 
 
+COPIES = ("module", "implementations", "fallbacks")  # config sections that interpolate the user-facing values
+
+
 def differences(old: dict[str, Any], new: dict[str, Any], limit: int = 4) -> list[str]:
     """The changed keys, one line each; a value the config interpolates into several places (program.offline.x
     reaches the module, the implementations and the fallbacks) is named once, by its shortest key."""
@@ -90,8 +93,10 @@ def differences(old: dict[str, Any], new: dict[str, Any], limit: int = 4) -> lis
             groups.setdefault(change, []).append(k)
     diffs = []
     for (_, before, after), keys in groups.items():
-        key = min(keys, key=lambda k: (len(k), k))
-        diffs.append(f"{key}: {before} -> {after}" + (f" (and {len(keys) - 1} copies)" if len(keys) > 1 else ""))
+        # the key a user sets, not where the config copies it to (program.module.*, implementations, fallbacks)
+        key = min(keys, key=lambda k: (any(f".{part}." in k for part in COPIES), len(k), k))
+        more = len(keys) - 1
+        diffs.append(f"{key}: {before} -> {after}" + (f" (copied to {more} more key{'s' * (more > 1)})" if more else ""))
     return diffs[:limit] + ([f"... {len(diffs) - limit} more"] if len(diffs) > limit else [])
 
 

@@ -58,7 +58,7 @@ def test_a_failure_in_a_folder_with_predictions_keeps_it_and_logs_the_error(tmp_
     [line] = proc.stderr.strip().splitlines()
     assert line.startswith("error: ") and "run.resume=restart" in line
     # the user's key, once: not its interpolated copies in program.module / implementations / fallbacks
-    assert "program.offline.top_share: 0.6 -> 0.3 (and 3 copies)" in line and "program.module." not in line
+    assert "program.offline.top_share: 0.6 -> 0.3 (copied to 3 more keys)" in line and "program.module." not in line
     assert (out / "predictions.jsonl").stat().st_size > 0
     assert (out / "main.log").read_text(encoding="utf-8").strip().splitlines()[-1] == line
 
@@ -160,7 +160,7 @@ def test_the_report_names_each_stage_implementation_and_an_lm_only_where_one_ran
     usage = {"cases": 1, "lm_calls_per_case": 0.0, "seconds_per_case": 0.1, "fallbacks": {}, "dropped_ids": 0,
              "grounding": None, "stages": {}, "repairs": {"total": 1, "stages": {"question": 1}}}
     md = report_markdown(offline, usage, None)
-    assert "lm=" not in md.splitlines()[0] and "- stages: question=rule" in md and "{'question': 1}" in md
+    assert "lm=" not in md.splitlines()[0] and "- stages: question=rule" in md and "(repairs): question 1" in md
 
 
 def test_a_partial_archehr_submission_says_so_and_can_score_the_submitted_cases(tmp_path):
@@ -210,3 +210,16 @@ def test_a_role_lm_error_names_the_role_keys():
     cfg = compose_config("program=archehr", "lm=embedded", "+lm.roles.alignment={model_path: /nope.gguf}")
     with pytest.raises(LMConfigError, match=r"lm.roles.alignment: .*/nope.gguf \(set lm.roles.alignment.model_path"):
         build_role_lms(OmegaConf.create(OmegaConf.to_container(cfg.lm, resolve=True)), ["question", "alignment"])
+
+
+def test_the_2025_report_does_not_deny_its_scores_and_says_the_question_is_given():
+    from programs.archehr2025.contract import ArchEHR2025Contract
+    from runners.program import compose_config
+
+    cfg = compose_config("program=archehr2025", "experiment=offline_best")
+    usage = {"cases": 1, "lm_calls_per_case": 0.0, "seconds_per_case": 0.1, "fallbacks": {}, "dropped_ids": 0,
+             "grounding": None, "stages": {}, "repairs": {"total": 0, "stages": {}}}
+    md = ArchEHR2025Contract().report(cfg, usage, {"overall_factuality_score": 50.0, "overall_relevance_score": 40.0,
+                                                   "overall_score": 45.0})
+    assert "No scores" not in md and "- overall_score: 45.00" in md
+    assert "question=given, else rule" in md

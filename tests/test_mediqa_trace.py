@@ -136,7 +136,7 @@ def test_leaked_markup_is_stripped_per_role_and_counted_in_usage(dummy_lm):
     from runners.program import compose_config
 
     md = MediqaCorrContract().report(compose_config("program=mediqa_corr", "lm=embedded"), usage, None)
-    assert "- markup stripped from LM outputs (repairs): {'agent': 6, 'evaluator': 2, 'parser': 2}" in md
+    assert "- markup stripped from LM outputs (repairs): agent 6, evaluator 2, parser 2" in md
 
 
 def test_clean_outputs_are_no_repairs(dummy_lm):

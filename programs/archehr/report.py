@@ -6,6 +6,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from lms.describe import lm_model
+
 
 def usage_summary(records: list[dict[str, Any]], roles: tuple[str, ...]) -> dict[str, Any]:
     stages: dict[str, dict[str, float]] = {}
@@ -45,20 +47,14 @@ def _fmt(v: Any) -> str:
     return f"{v:.2f}" if isinstance(v, float) else str(v)
 
 
-def lm_model(cfg: DictConfig, role: str) -> str:
-    """The model a role's LM runs: `lm.roles.<role>` overrides the shared client (an LM per role)."""
-    names = ("model", "model_path", "package_file", "package")
-    for client in (dict((cfg.lm.get("roles") or {}).get(role) or {}), dict(cfg.lm.get("client") or {})):
-        model = next((client[k] for k in names if client.get(k)), None)
-        if model:
-            return str(model).rsplit("/", 1)[-1]
-    return "?"
-
-
 def stage_implementations(cfg: DictConfig) -> list[tuple[str, str]]:
     """Each stage with what ran it: `lm (<model>)` or its non-LLM module; the LM is named only where one ran."""
     out = []
+    given_question = bool((cfg.program.get("citations") or {}).get("use_given_question"))
     for stage, choice in dict(cfg.program.get("stages") or {}).items():
+        if stage == "question" and given_question:  # ArchEHR 2025: the case's clinician question (stage 1 skipped)
+            out.append((stage, f"given, else {'lm (' + lm_model(cfg, stage) + ')' if choice == 'lm' else choice}"))
+            continue
         out.append((stage, f"lm ({lm_model(cfg, stage)})" if choice == "lm" else str(choice)))
     grounding = cfg.program.get("grounding") or {}
     if grounding.get("enabled"):
@@ -73,20 +69,26 @@ def describe_stages(cfg: DictConfig) -> str:
     return ", ".join(f"{stage}={impl}" for stage, impl in parts) + ("" if uses_lm else "; no LM")
 
 
-def report_markdown(cfg: DictConfig, usage: dict[str, Any], scores: dict[str, Any] | None) -> str:
+def counts(values: dict[str, Any] | None) -> str:
+    """{'question': 1, 'answer': 2} as `question 1, answer 2` (report lines are for people)."""
+    return ", ".join(f"{k} {v}" for k, v in (values or {}).items()) or "none"
+
+
+def report_markdown(cfg: DictConfig, usage: dict[str, Any], scores: dict[str, Any] | None,
+                    scored_below: bool = False) -> str:
     repairs = (usage.get("repairs") or {}).get("stages") or {}
     lines = [f"# clinprog run: program={cfg.program.name}", "", f"- stages: {describe_stages(cfg)}",
              f"- cases: {usage['cases']}", f"- LM calls per case: {usage['lm_calls_per_case']:.2f}",
-             f"- seconds per case: {usage['seconds_per_case']:.2f}", f"- fallbacks: {usage['fallbacks'] or 'none'}",
+             f"- seconds per case: {usage['seconds_per_case']:.2f}", f"- fallbacks: {counts(usage['fallbacks'])}",
              f"- unknown ids dropped: {usage['dropped_ids']}",
-             f"- markup stripped from LM outputs (repairs): {repairs or 'none'}",
+             f"- markup stripped from LM outputs (repairs): {counts(repairs)}",
              "- grounding: " + (f"{usage['grounding']['unsupported']} of {usage['grounding']['answer_sentences']} answer "
                                 f"sentences unsupported ({usage['grounding']['cases_with_unsupported']} cases)"
                                 if usage.get("grounding") else "off"), "", "## Stages", "",
              "| stage | LM calls | input tokens | output tokens | seconds |", "|---|---|---|---|---|"]
     for name, s in usage["stages"].items():
         lines.append(f"| {name} | {s['lm_calls']} | {s['input_tokens']} | {s['output_tokens']} | {s['seconds']:.2f} |")
-    if scores is None:
+    if scores is None and not scored_below:
         lines += ["", "No scores: these cases have no key and no reference clinician questions."]
     if scores:
         lines += ["", "## Scores (official leaderboard scale, 0-100)", ""]

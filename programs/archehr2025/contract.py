@@ -10,6 +10,7 @@ from omegaconf import DictConfig
 
 from common.contract import Inputs
 from programs.archehr.contract import ArchEHRContract
+from programs.archehr.report import report_markdown
 from tasks.archehr.data import Case
 from tasks.archehr.metrics import SubmissionError
 from tasks.archehr2025.metrics import factuality, score
@@ -58,7 +59,8 @@ class ArchEHR2025Contract(ArchEHRContract):
 
     def print_scores(self, scores: dict[str, Any]) -> None:
         if "invalid" in scores:
-            print(f"invalid submission, not scored: {scores['invalid']}")
+            hint = ("; data.limit=N scores the first N cases" if "not in submission" in str(scores["invalid"]) else "")
+            print(f"invalid submission, not scored: {scores['invalid']}{hint}")
             return
         keys = ("strict_micro_precision", "strict_micro_recall", "strict_micro_f1", "lenient_micro_f1",
                 "overall_factuality_score", "bleu", "rougeLsum", "sari", "bertscore", "alignscore", "medcon",
@@ -68,7 +70,7 @@ class ArchEHR2025Contract(ArchEHRContract):
             print(f"  unavailable here: {', '.join(scores['overall_relevance_missing'])} (relevance averages the rest)")
 
     def report(self, cfg: DictConfig, usage: dict[str, Any], scores: dict[str, Any] | None) -> str:
-        text = super().report(cfg, {**usage}, None)
+        text = report_markdown(cfg, usage, None, scored_below=True)  # the 2025 scores follow, in their own scale
         if scores and "invalid" not in scores:
             text += "\n## Scores (official 2025 leaderboard scale, 0-100)\n\n" + "\n".join(
                 f"- {k}: {scores[k]:.2f}" for k in ("overall_factuality_score", "overall_relevance_score",

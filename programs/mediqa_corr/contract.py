@@ -11,6 +11,8 @@ from omegaconf import DictConfig, OmegaConf
 from common.contract import Inputs, ProgramContract
 from common.instantiate import build
 from common.usage import repairs_summary
+from lms.describe import lm_model
+from programs.archehr.report import counts
 from programs.mediqa_corr import metrics as optimizer_metrics
 from programs.mediqa_corr.pipeline import ROLES
 from tasks.mediqa_corr.coverage import coverage
@@ -165,13 +167,14 @@ class MediqaCorrContract(ProgramContract[Note]):
                         "(DSPy cache hits are not calls)"}
 
     def report(self, cfg: DictConfig, usage: dict[str, Any], scores: dict[str, Any] | None) -> str:
-        lines = [f"# clinprog run: program=mediqa_corr, lm={(cfg.lm.get('client') or {}).get('model')}", "",
+        roles = ", ".join(f"{role}=lm ({lm_model(cfg, role)})" for role in ROLES)
+        lines = ["# clinprog run: program=mediqa_corr", "", f"- roles: {roles}",
                  f"- notes: {usage['notes']}", f"- LM requests per note: {usage['lm_requests_per_note']:.2f}",
                  f"- ReAct steps per note: {usage['react_steps_per_note']:.2f}",
                  f"- searches per note: {usage['searches_per_note']:.2f}",
                  f"- reflexion turns per note: {usage['reflexion_turns_per_note']:.2f}",
-                 f"- seconds per note: {usage['seconds_per_note']:.2f}", f"- outcomes: {usage['outcomes']}",
-                 f"- markup stripped from LM outputs (repairs): {(usage.get('repairs') or {}).get('stages') or 'none'}"]
+                 f"- seconds per note: {usage['seconds_per_note']:.2f}", f"- outcomes: {counts(usage['outcomes'])}",
+                 f"- markup stripped from LM outputs (repairs): {counts((usage.get('repairs') or {}).get('stages'))}"]
         if scores:
             lines += ["", "## Scores", ""] + [f"- {k}: {scores[k]:.4f}" if scores.get(k) is not None
                                              else f"- {k}: unavailable" for k in SCORE_KEYS]

@@ -24,7 +24,7 @@ def describe(cov: dict[str, Any], only_submitted: bool) -> str | None:
         first = ", ".join(cov["missing_first"]) + (", ..." if cov["missing"] > SHOWN else "")
         how = ("not scored (data.score_only_submitted=true)" if only_submitted
                else "scored as wrong, as the official script does; data.score_only_submitted=true scores only the "
-                    "submitted notes")
+                    "submitted notes, data.limit=N the first N")
         parts.append(f"{cov['missing']} missing ({first}): {how}")
     if cov["extra"]:
         first = ", ".join(cov["extra_first"]) + (", ..." if cov["extra"] > SHOWN else "")
