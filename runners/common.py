@@ -91,6 +91,10 @@ def run_resumable(items: Sequence[T], key: Callable[[T], str], run_one: Callable
     todo = [item for item in items if key(item) not in done]
     if len(todo) < len(items):
         log.info("resuming: %d %ss already in %s, %d to run", len(items) - len(todo), unit, log_file.path, len(todo))
+    others = set(done) - {key(item) for item in items}
+    if others:  # e.g. a rerun with a smaller data.limit: kept in the file, left out of this run's outputs
+        log.warning("%d %ss in %s are not among this run's inputs (%s): kept there, not in this run's submission, "
+                    "scores or reports", len(others), unit, log_file.path, ", ".join(sorted(others)[:5]))
 
     def one(item: T) -> tuple[str, dict[str, Any]]:
         record = run_one(item)

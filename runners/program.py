@@ -150,8 +150,10 @@ def run(cfg: DictConfig) -> float | None:
                                  num_threads=int(cfg.lm.get("num_threads", 1)) if roles else 1,
                                  progress=cfg.progress, unit=contract.unit)
         except Interrupted as exc:
-            print(f"interrupted: {exc.saved} {contract.unit}s saved in {out}; rerun the same command to resume",
-                  file=sys.stderr)
+            line = f"interrupted: {exc.saved} {contract.unit}s saved in {out}; rerun the same command to resume"
+            print(line, file=sys.stderr)
+            with open(out / "main.log", "a", encoding="utf-8") as fh:  # the run's own record of why it stopped
+                fh.write(line + "\n")
             raise SystemExit(130) from None
         except ClinprogError:
             # e.g. the LM server died mid-run: what finished is kept, and its outputs are written before the error

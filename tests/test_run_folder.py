@@ -141,10 +141,16 @@ def test_ctrl_c_saves_finished_cases_in_one_line_and_the_rerun_resumes(tmp_path)
     assert stderr.strip().splitlines()[-1] == (f"interrupted: {saved} cases saved in {out}; rerun the same command "
                                                 "to resume")
     assert "Traceback" not in stderr
+    assert (out / "main.log").read_text(encoding="utf-8").splitlines()[-1] == stderr.strip().splitlines()[-1]
     resumed = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-1500:]
     ids = [json.loads(line)["case_id"] for line in predictions.read_text().splitlines()]
     assert len(ids) == len(set(ids)) == 34  # nothing lost, nothing run twice
+    smaller = subprocess.run([*args, "data.limit=30"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    assert smaller.returncode == 0, smaller.stderr[-1500:]
+    assert "4 cases in" in smaller.stdout + smaller.stderr and "are not among this run's inputs" in (
+        smaller.stdout + smaller.stderr)
+    assert len(json.loads((out / "submission_subtask_1.json").read_text())) == 30
 
 
 def test_two_concurrent_runs_into_one_folder_the_second_refuses(tmp_path):
