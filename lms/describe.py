@@ -1,4 +1,4 @@
-"""Which model a role's LM runs, as reports name it."""
+"""Which backend and model an LM config runs, as messages and reports name them."""
 
 from __future__ import annotations
 
@@ -13,3 +13,8 @@ def lm_model(cfg: Any, role: str) -> str:
         if model:
             return str(model).rsplit("/", 1)[-1]
     return "?"
+
+
+def backend_name(client: Any) -> str:
+    """`openai_compatible` for `_target_: lms.factory.openai_compatible_lm` (the builder's name, as `lm=` names it)."""
+    return str((client or {}).get("_target_", "")).rsplit(".", 1)[-1].removesuffix("_lm")

@@ -7,6 +7,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from common.errors import ClinprogError
+from lms.describe import backend_name
 
 
 class LMConfigError(ClinprogError, RuntimeError):
@@ -18,15 +19,14 @@ class LMRuntimeError(LMConfigError):
 
 
 # Where each API backend sends its requests when the config names no api_base.
-DEFAULT_HOSTS = {"gemini_lm": "generativelanguage.googleapis.com", "openai_lm": "api.openai.com"}
+DEFAULT_HOSTS = {"gemini": "generativelanguage.googleapis.com", "openai": "api.openai.com"}
 
 
 def lm_failure(lm_cfg: Any, exc: BaseException) -> LMRuntimeError:
     """One line naming the backend, its host and what failed; the API key (if any) never appears in it."""
     client = lm_cfg.get("client") or {}
-    builder = str(client.get("_target_", "")).rsplit(".", 1)[-1]
-    backend = builder.removesuffix("_lm") or "lm"
-    host = urlparse(str(client.get("api_base"))).netloc if client.get("api_base") else DEFAULT_HOSTS.get(builder)
+    backend = backend_name(client) or "lm"
+    host = urlparse(str(client.get("api_base"))).netloc if client.get("api_base") else DEFAULT_HOSTS.get(backend)
     detail, seen = exc, {id(exc)}
     # The transport error (DNS, refused, timeout) under DSPy's wrapper; SDK errors can chain back to themselves.
     while detail.__cause__ is not None and id(detail.__cause__) not in seen and str(detail.__cause__).strip():

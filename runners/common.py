@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import os
+import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -48,6 +50,31 @@ def output_dir() -> Path:
         path = Path("outputs/adhoc")
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+
+def append_main_log(out: Path, line: str) -> None:
+    """A line for the run's own record (Hydra's main.log): why it stopped, next to its log lines."""
+    with open(out / "main.log", "a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
+
+
+def record_failure(line: str) -> None:
+    """The error line goes to the run's main.log too; a run folder holding nothing of the run's own is removed (a
+    folder another run holds has its run.lock, and one with predictions has them: both are kept)."""
+    try:
+        out = output_dir()
+    except Exception:  # noqa: BLE001 - no run folder to speak of
+        return
+    # Hydra's files and what a run writes before its first prediction: nothing to resume or look at.
+    no_content = {".hydra", "main.log", "fingerprint.json"}
+    if out.is_dir() and all(p.name in no_content or (p.name == "predictions.jsonl" and p.stat().st_size == 0)
+                            for p in out.iterdir()):
+        shutil.rmtree(out, ignore_errors=True)  # nothing of the run's own: no clutter of near-empty folders
+        for parent in (out.parent, out.parent.parent):  # outputs/<task>/ and outputs/, when this was their only run
+            with contextlib.suppress(OSError):
+                parent.rmdir()  # only ever removes an empty folder
+        return
+    append_main_log(out, line)
 
 
 def _clean(value: Any) -> Any:

@@ -20,8 +20,9 @@ from common.contract import Inputs, ProgramContract
 from common.errors import ClinprogError, ConfigError
 from common.prediction_log import PredictionLog
 from common.run_folder import RunFolder, file_sha256
+from lms.describe import backend_name
 from lms.errors import lm_failure
-from runners.common import Interrupted, configure_dspy, output_dir, run_resumable, write_json, write_text
+from runners.common import Interrupted, append_main_log, configure_dspy, output_dir, run_resumable, write_json, write_text
 
 log = logging.getLogger(__name__)
 LM_CHOICES = ("lm=gemini (the seed's system), lm=openai_compatible (a local server: vLLM, Ollama, llama.cpp), "
@@ -66,7 +67,7 @@ def lm_choice(cfg: DictConfig) -> str:
     try:
         return f"lm={HydraConfig.get().runtime.choices['lm']}"
     except (ValueError, KeyError):  # outside @hydra.main
-        return f"lm={str(cfg.lm.client.get('_target_', '')).rsplit('.', 1)[-1].removesuffix('_lm')}"
+        return f"lm={backend_name(cfg.lm.client)}"
 
 
 def choose_lm_or_offline(cfg: DictConfig, contract: ProgramContract) -> list[str]:
@@ -152,8 +153,7 @@ def run(cfg: DictConfig) -> float | None:
         except Interrupted as exc:
             line = f"interrupted: {exc.saved} {contract.unit}s saved in {out}; rerun the same command to resume"
             print(line, file=sys.stderr)
-            with open(out / "main.log", "a", encoding="utf-8") as fh:  # the run's own record of why it stopped
-                fh.write(line + "\n")
+            append_main_log(out, line)
             raise SystemExit(130) from None
         except ClinprogError:
             # e.g. the LM server died mid-run: what finished is kept, and its outputs are written before the error

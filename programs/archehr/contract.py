@@ -11,6 +11,7 @@ import dspy
 from omegaconf import DictConfig
 
 from common.contract import Inputs, ProgramContract
+from common.coverage import coverage, foreign
 from common.errors import ConfigError
 from common.instantiate import build, choose
 from common.usage import repairs_summary
@@ -157,20 +158,16 @@ class ArchEHRContract(ProgramContract[Case]):
                 invalid[st] = str(exc)
         submitted = {cid for sub in submissions.values() for cid in sub}
         case_ids = [c.case_id for c in inputs.items]
-        if submitted and not submitted & set(case_ids):
-            raise ArchEHRDataError(f"{folder}: none of its {len(submitted)} case ids is among the {len(case_ids)} "
-                                   f"cases of {cfg.data.cases} (e.g. {sorted(submitted)[0]} vs {case_ids[0]}): is it "
-                                   "the submission for these cases?")
         only_submitted = bool(cfg.data.get("score_only_submitted"))
+        cov = coverage(case_ids, sorted(submitted), only_submitted)
+        error = foreign(cov, folder, "case", "cases", cfg.data.cases, min(submitted, default=""), case_ids[0])
+        if error:
+            raise ArchEHRDataError(error)
         if only_submitted:
             inputs = self.subset(inputs, submitted)
         scores = self._score(cfg, inputs, submissions, [], invalid)
         if scores is not None:
-            missing = [i for i in case_ids if i not in submitted]
-            scores["coverage"] = {"cases": len(case_ids), "submitted": len(submitted & set(case_ids)),
-                                  "missing": len(missing), "missing_first": missing[:5],
-                                  "extra": sorted(submitted - set(case_ids))[:5], "only_submitted": only_submitted,
-                                  "scored": len(inputs.items)}
+            scores["coverage"] = {**cov, "scored": len(inputs.items)}
         return scores
 
     @staticmethod

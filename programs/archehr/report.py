@@ -6,7 +6,9 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from common.coverage import describe
 from lms.describe import lm_model
+from reports.text import counts
 
 
 def usage_summary(records: list[dict[str, Any]], roles: tuple[str, ...]) -> dict[str, Any]:
@@ -69,11 +71,6 @@ def describe_stages(cfg: DictConfig) -> str:
     return ", ".join(f"{stage}={impl}" for stage, impl in parts) + ("" if uses_lm else "; no LM")
 
 
-def counts(values: dict[str, Any] | None) -> str:
-    """{'question': 1, 'answer': 2} as `question 1, answer 2` (report lines are for people)."""
-    return ", ".join(f"{k} {v}" for k, v in (values or {}).items()) or "none"
-
-
 def report_markdown(cfg: DictConfig, usage: dict[str, Any], scores: dict[str, Any] | None,
                     scored_below: bool = False) -> str:
     repairs = (usage.get("repairs") or {}).get("stages") or {}
@@ -108,24 +105,16 @@ def report_markdown(cfg: DictConfig, usage: dict[str, Any], scores: dict[str, An
     return "\n".join(lines) + "\n"
 
 
-def describe_coverage(cov: dict[str, Any]) -> str | None:
-    """One line when the submission files do not hold exactly the cases: how many, which, what happens to them."""
-    if not cov["missing"] and not cov["extra"]:
-        return None
-    line = f"submission covers {cov['submitted']} of {cov['cases']} cases"
-    if cov["missing"]:
-        first = ", ".join(cov["missing_first"]) + (", ..." if cov["missing"] > len(cov["missing_first"]) else "")
-        line += (f"; {cov['missing']} missing ({first}): " + (
-            "not scored (data.score_only_submitted=true)" if cov["only_submitted"] else
-            "a subtask file missing cases is rejected, as the official scripts do; data.score_only_submitted=true "
-            "scores only the submitted cases, data.limit=N the first N"))
-    if cov["extra"]:
-        line += f"; case ids not in the cases file: {', '.join(cov['extra'])}"
-    return line
+# What the official scripts do with a subtask file that lacks or adds cases (and what data.score_only_submitted changes).
+MISSING_RULE = {False: "a subtask file missing cases is rejected, as the official scripts do; "
+                       "data.score_only_submitted=true scores only the submitted cases, data.limit=N the first N",
+                True: "not scored (data.score_only_submitted=true)"}
+EXTRA_RULE = "case ids not in the cases file, rejected as the official scripts do"
 
 
 def print_scores(scores: dict[str, Any]) -> None:
-    line = describe_coverage(scores["coverage"]) if scores.get("coverage") else None
+    cov = scores.get("coverage")
+    line = describe(cov, "cases", MISSING_RULE[cov["only_submitted"]], EXTRA_RULE) if cov else None
     if line:
         print(line)
     for st in ("subtask_1", "subtask_2", "subtask_3", "subtask_4"):

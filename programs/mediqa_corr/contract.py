@@ -9,20 +9,24 @@ import dspy
 from omegaconf import DictConfig, OmegaConf
 
 from common.contract import Inputs, ProgramContract
+from common.coverage import coverage, describe, foreign
 from common.instantiate import build
 from common.usage import repairs_summary
 from lms.describe import lm_model
-from programs.archehr.report import counts
 from programs.mediqa_corr import metrics as optimizer_metrics
 from programs.mediqa_corr.pipeline import ROLES
-from tasks.mediqa_corr.coverage import coverage
-from tasks.mediqa_corr.coverage import describe as describe_coverage
+from reports.text import counts
 from tasks.mediqa_corr.data import MediqaDataError, Note, load_notes
 from tasks.mediqa_corr.metrics import CorrMetricsConfig, score
 from tasks.mediqa_corr.submission import Correction, parse_line, read_submission, write_submission
 from tasks.text_metrics import bertscore_config
 
 SPLITS = {"run": ("path", "limit"), "train": ("train", "train_limit"), "val": ("val", "val_limit")}
+# What the official script does with ids a submission lacks or adds (and what data.score_only_submitted changes).
+MISSING_RULE = {False: "scored as wrong, as the official script does; data.score_only_submitted=true scores only the "
+                       "submitted notes, data.limit=N the first N",
+                True: "not scored (data.score_only_submitted=true)"}
+EXTRA_RULE = "extra ids not in the notes, ignored"
 SCORE_KEYS = ("error_flag_accuracy", "error_sentence_accuracy", "R1FC", "R2FC", "RLFC", "BERTC", "BLEURTC", "AggregateC")
 
 
@@ -121,22 +125,21 @@ class MediqaCorrContract(ProgramContract[Note]):
         invalid: list[str] = []
         submitted = read_submission(Path(path), invalid)
         notes = inputs.items
-        cov = coverage([n.text_id for n in notes], list(submitted))
-        if submitted and not cov["covered"]:
-            raise MediqaDataError(f"{path}: none of its {cov['submitted']} text ids is among the "
-                                  f"{cov['references']} notes of {cfg.data.path} (e.g. {next(iter(submitted))} vs "
-                                  f"{notes[0].text_id}): is it the submission for these notes?")
         only_submitted = bool(cfg.data.get("score_only_submitted"))
+        cov = coverage([n.text_id for n in notes], list(submitted), only_submitted)
+        error = foreign(cov, path, "text", "notes", cfg.data.path, next(iter(submitted), ""), notes[0].text_id)
+        if error:
+            raise MediqaDataError(error)
         if only_submitted:
             notes = [n for n in notes if n.text_id in submitted]
         scores = self._score(cfg, notes, submitted)
         scores["invalid_lines"] = invalid  # skipped, as the official script does ("Invalid line")
-        scores["coverage"] = {**cov, "scored": len(notes), "only_submitted": only_submitted}
+        scores["coverage"] = {**cov, "scored": len(notes)}
         return scores
 
     def print_scores(self, scores: dict[str, Any]) -> None:
         cov = scores.get("coverage")
-        line = describe_coverage(cov, cov["only_submitted"]) if cov else None
+        line = describe(cov, "reference notes", MISSING_RULE[cov["only_submitted"]], EXTRA_RULE) if cov else None
         if line:
             print(line)
         print(", ".join(f"{k}={scores[k]:.4f}" if scores.get(k) is not None else f"{k}=unavailable"
