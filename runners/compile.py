@@ -15,7 +15,12 @@ from common.contract import ProgramContract
 from common.errors import ConfigError
 from lms import build_lm
 from optimizers.compile import data_hash, evaluate, run_optimizer, save_compiled
+from optimizers.instruction_guard import GuardLimits
+from optimizers.instruction_review import any_rejected, example_inputs, guard_instructions, snapshot
 from optimizers.metrics import with_feedback
+from optimizers.split_overlap import split_overlap
+from reports import compile_report
+from reports.compile_report import guard_lines
 from runners.common import output_dir, write_json, write_text
 
 
@@ -48,20 +53,38 @@ def build_optimizer(cfg: DictConfig, contract: ProgramContract, metric) -> Any:
 def compile_program(cfg: DictConfig, contract: ProgramContract, program: dspy.Module, trainset: list[dspy.Example],
                     valset: list[dspy.Example]) -> float | None:
     metric = program_metric(cfg, contract)
+    limits = GuardLimits.from_config(cfg.optimizer.get("guard"))
     optimizer = build_optimizer(cfg, contract, metric)
+    overlap = split_overlap(trainset, valset, contract.item_id, cfg.data.get("train"), cfg.data.get("val"))
+    if overlap:
+        print(overlap.message)
+    before_state = snapshot(program, contract.item_id)
     before = evaluate(program, valset, metric)
     print(f"{cfg.optimizer.metric} on {len(valset)} validation examples before: {before:.4f}")
     compiled = run_optimizer(optimizer, program, trainset, valset)
-    after = evaluate(compiled, valset, metric)
-    print(f"after {cfg.optimizer.name}: {after:.4f}")
+    proposed = None
+    if any(p.signature.instructions != before_state[n].instruction for n, p in compiled.named_predictors()
+           if n in before_state):
+        proposed = evaluate(compiled, valset, metric)  # scored as the optimizer left it, before the guard
+    reviews = guard_instructions(compiled, before_state, example_inputs(trainset + valset, contract.item_id), limits,
+                                 contract.item_id)
+    for line in guard_lines({"predictors": [r.to_json() for r in reviews]}):
+        print(f"instruction guard: {line}")
+    rejected = any_rejected(reviews)
+    after = evaluate(compiled, valset, metric) if rejected or proposed is None else proposed
+    print(f"after {cfg.optimizer.name}: {after:.4f}"
+          + (f" (as the optimizer proposed it: {proposed:.4f}; rejected instructions put back)" if rejected else ""))
     out = output_dir()
     save_to = Path(cfg.program.optimize.save_to)
+    guard = [r.to_json() for r in reviews]
     metadata = {
         "optimizer": OmegaConf.to_container(cfg.optimizer, resolve=True),
         "metric": cfg.optimizer.metric,
-        "scores": {"before": before, "after": after},
+        "scores": {"before": before, "after": after, "proposed": proposed if rejected else None},
         "train": {"size": len(trainset), "hash": data_hash(trainset)},
         "val": {"size": len(valset), "hash": data_hash(valset)},
+        "train_val_overlap": overlap.message if overlap else None,
+        "instruction_guard": [{k: g[k] for k in ("predictor", "verdict", "adopted", "reasons")} for g in guard],
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
     for path in {save_to, out / "compiled_program.json"}:
@@ -69,16 +92,16 @@ def compile_program(cfg: DictConfig, contract: ProgramContract, program: dspy.Mo
     demos = {name: len(p.demos) for name, p in compiled.named_predictors()}
     curated = {name: len(m.curated_demos) for name, m in compiled.named_sub_modules() if hasattr(m, "curated_demos")}
     write_json(out / "scores.json", {"before": before, "after": after, "objective": after, "demos": demos,
-                                     "curated_demos": curated})
-    from reports.html import esc, json_block, page, table
-
-    write_text(out / "compile_report.html", page(f"clinprog compile {contract.name}", (
-        f"<h1>Compile: program={esc(contract.name)}, optimizer={esc(cfg.optimizer.name)}</h1>"
-        + table(["", cfg.optimizer.metric], [("before", before), ("after", after)],
-                caption=f"{len(valset)} validation examples, {len(trainset)} training examples")
-        + table(["predictor", "learned demos", "instructions"],
-                [(name, len(p.demos), p.signature.instructions) for name, p in compiled.named_predictors()])
-        + f"<h2>Saved</h2><p>{esc(save_to)}</p>{json_block(metadata['optimizer'])}"), script=""))
+                                     "curated_demos": curated, "proposed": metadata["scores"]["proposed"],
+                                     "rejected_instructions": [g["predictor"] for g in guard if not g["adopted"]]})
+    report = {"program": contract.name, "optimizer": cfg.optimizer.name, "metric": cfg.optimizer.metric,
+              "train_size": len(trainset), "val_size": len(valset), "scores": metadata["scores"],
+              "overlap_warning": metadata["train_val_overlap"], "predictors": guard, "curated_demos": curated,
+              "saved": str(save_to), "optimizer_config": metadata["optimizer"]}
+    write_json(out / "compile_report.json", report)
+    write_text(out / "compile_report.md", compile_report.markdown(report))
+    write_text(out / "compile_report.html", compile_report.html(report))
     print(f"saved {save_to} (+{save_to.name}.meta.json); learned demos per predictor: {demos}"
           + (f"; curated demos kept from config: {curated}" if any(curated.values()) else ""))
+    print(f"compile report: {out / 'compile_report.md'} (+ .html)")
     return after if not math.isnan(after) else None

@@ -1,0 +1,161 @@
+"""The instruction guard: an instruction an optimizer proposes is adopted only when it is not degenerate.
+
+Optimizers that rewrite instructions (GEPA, MIPROv2, COPRO) are scored on a few examples, so a small LM can win by
+pasting a training input into its instruction, repeating it, or growing it without bound (issue #20: GEPA with the
+embedded 135M model saved one patient narrative repeated ten times as the stage-1 instruction). Each check is a
+plain text statistic, so it needs no LM and judges every proposal the same way."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class GuardLimits:
+    """`optimizer.guard.*` (conf/optimizer/guard/default.yaml documents each limit)."""
+
+    enabled: bool
+    max_growth: float
+    max_words: int
+    ngram: int
+    min_distinct_ngrams: float
+    min_ngrams_to_judge: int
+    min_compression_ratio: float
+    min_chars_to_compress: int
+    max_copied_words: int
+
+    @classmethod
+    def from_config(cls, guard: Mapping[str, Any] | None) -> GuardLimits:
+        """Every limit comes from the config (no second set of defaults here); a missing or unknown key is one error."""
+        from common.errors import ConfigError
+
+        values = dict(guard or {})
+        names = {f.name for f in dataclasses.fields(cls)}
+        if set(values) != names:
+            raise ConfigError(f"optimizer.guard: missing {sorted(names - set(values))}, unknown "
+                              f"{sorted(set(values) - names)}; the keys are {sorted(names)} "
+                              "(conf/optimizer/guard/default.yaml)")
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether a proposed instruction is adopted, and why not when it is not."""
+
+    adopted: bool
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return "adopted" if self.adopted else "rejected: " + "; ".join(self.reasons)
+
+
+UNCHANGED = Verdict(True, ("unchanged",))
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased word tokens: punctuation and spacing changes do not hide a repeat or a copy."""
+    return WORD.findall(text.lower())
+
+
+def shingles(tokens: list[str], n: int) -> list[tuple[str, ...]]:
+    return [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+
+
+def repetition_reasons(text: str, limits: GuardLimits) -> list[str]:
+    """A text that says the same thing over and over: few distinct n-grams, or a compressed size far below prose."""
+    reasons = []
+    grams = shingles(words(text), limits.ngram)
+    if len(grams) >= limits.min_ngrams_to_judge:
+        distinct = len(set(grams)) / len(grams)
+        if distinct < limits.min_distinct_ngrams:
+            reasons.append(f"repeats itself: only {distinct:.0%} of its {limits.ngram}-word sequences are distinct "
+                           f"(limit {limits.min_distinct_ngrams:.0%})")
+    raw = text.encode()
+    if len(raw) >= limits.min_chars_to_compress:
+        ratio = len(zlib.compress(raw, 9)) / len(raw)
+        if ratio < limits.min_compression_ratio:
+            reasons.append(f"repeats itself: it compresses to {ratio:.0%} of its size "
+                           f"(prose stays above {limits.min_compression_ratio:.0%})")
+    return reasons
+
+
+def copy_reason(text: str, original: str, inputs: Iterable[tuple[str, str]], limits: GuardLimits) -> str | None:
+    """The longest verbatim run of words shared with one input text (word runs of the original instruction do not
+    count), when it is longer than `max_copied_words`. `inputs` are (label, text) pairs, e.g. ('case 3', narrative)."""
+    n = limits.max_copied_words + 1
+    tokens = words(text)
+    if len(tokens) < n:
+        return None
+    own = set(shingles(words(original), n))
+    proposed = shingles(tokens, n)
+    wanted = set(proposed) - own
+    found: dict[tuple[str, ...], str] = {}
+    for label, source in inputs:
+        for gram in shingles(words(source), n):
+            if gram in wanted and gram not in found:
+                found[gram] = label
+    if not found:
+        return None
+    # the longest run of consecutive matching n-grams from one source: a run of k matches is k + n - 1 words
+    best_len, best_label, run, run_label = 0, "", 0, ""
+    for gram in proposed:
+        label = found.get(gram)
+        run = run + 1 if label is not None and label == run_label else (1 if label is not None else 0)
+        run_label = label or ""
+        if run and run + n - 1 > best_len:
+            best_len, best_label = run + n - 1, run_label
+    return f"copies an input: {best_len} consecutive words of {best_label} (at most {n - 1} allowed)"
+
+
+def growth_reason(text: str, original: str, limits: GuardLimits) -> str | None:
+    new, old = len(words(text)), max(len(words(original)), 1)
+    if new > limits.max_growth * old and new > limits.max_words:
+        return (f"grows too long: {new} words from {old} (limits: {limits.max_growth:g}x the original and "
+                f"{limits.max_words} words)")
+    return None
+
+
+def judge(proposed: str, original: str, inputs: Iterable[tuple[str, str]], limits: GuardLimits) -> Verdict:
+    """The verdict on one proposed instruction; an unchanged or guard-disabled one is adopted as it is."""
+    if proposed == original:
+        return UNCHANGED
+    if not limits.enabled:
+        return Verdict(True, ("guard off",))
+    if not proposed.strip():
+        return Verdict(False, ("empty",))
+    reasons = repetition_reasons(proposed, limits)
+    copied = copy_reason(proposed, original, inputs, limits)
+    grown = growth_reason(proposed, original, limits)
+    reasons += [r for r in (copied, grown) if r]
+    return Verdict(not reasons, tuple(reasons))
+
+
+def input_texts(value: Any, depth: int = 0) -> Iterable[str]:
+    """Every string inside an example's input (a str, or a dataclass such as Case or Note, lists, dicts)."""
+    if depth > 4 or value is None:
+        return
+    if isinstance(value, str):
+        yield value
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            yield from input_texts(getattr(value, f.name), depth + 1)
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            yield from input_texts(v, depth + 1)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from input_texts(v, depth + 1)
+
+
+def truncate(text: str, limit: int = 400) -> str:
+    """A long text shown in a report: its start, and how much was left out."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else f"{text[:limit]}... [{len(text) - limit} more characters]"
