@@ -54,7 +54,9 @@ class Verdict:
 
     @property
     def label(self) -> str:
-        return "adopted" if self.adopted else "rejected: " + "; ".join(self.reasons)
+        if not self.adopted:
+            return "rejected: " + "; ".join(self.reasons)
+        return "unchanged" if self.reasons == ("unchanged",) else "adopted" + "".join(f" ({r})" for r in self.reasons)
 
 
 UNCHANGED = Verdict(True, ("unchanged",))

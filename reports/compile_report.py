@@ -42,6 +42,11 @@ def guard_lines(report: dict[str, Any]) -> list[str]:
     return out
 
 
+def verdict_word(p: dict[str, Any]) -> str:
+    """The instruction's fate in one word: unchanged, adopted or REJECTED (the reasons are listed apart)."""
+    return "REJECTED" if not p["adopted"] else p["verdict"]
+
+
 def demo_text(demo: dict[str, str]) -> str:
     return "; ".join(f"{k}: {truncate(v, DEMO_FIELD_SHOWN)}" for k, v in demo.items())
 
@@ -68,8 +73,9 @@ def markdown(report: dict[str, Any]) -> str:
     lines += ["", "## Instruction guard", ""] + ([f"- {g}" for g in guard] or ["- no instruction was changed"])
     lines += ["", "## Predictors"]
     for p in report["predictors"]:
-        lines += ["", f"### {p['predictor']}: {p['verdict']}", "", "Instruction before:", "", quote(p["instruction_before"]),
-                  ""]
+        lines += ["", f"### {p['predictor']}: {verdict_word(p)}", ""]
+        lines += [f"- rejected: {r}" for r in p["reasons"] if not p["adopted"]]
+        lines += ["", "Instruction before:", "", quote(p["instruction_before"]), ""]
         if p["instruction_proposed"] != p["instruction_before"]:
             if p["adopted"]:
                 lines += ["Instruction after (adopted):", "", quote(p["instruction_after"]), ""]
@@ -95,7 +101,9 @@ def html_demos(title: str, demos: list[dict[str, str]]) -> str:
 def html_predictor(p: dict[str, Any]) -> str:
     changed = p["instruction_proposed"] != p["instruction_before"]
     mark = "good" if p["adopted"] else "bad"
-    head = f'<h3>{esc(p["predictor"])} <span class="tag {mark}">{esc(p["verdict"])}</span></h3>'
+    head = f'<h3>{esc(p["predictor"])} <span class="tag {mark}">{esc(verdict_word(p))}</span></h3>'
+    if not p["adopted"]:
+        head += '<ul class="bad">' + "".join(f"<li>{esc(r)}</li>" for r in p["reasons"]) + "</ul>"
     before = f"<h4>Instruction before</h4><pre>{esc(p['instruction_before'])}</pre>"
     if not changed:
         after = "<h4>Instruction after</h4><p class=muted>unchanged</p>"

@@ -1,7 +1,6 @@
 """Compiles that cannot go quietly wrong (issue #20): the instruction guard, the train/val overlap warning and the
 before/after compile report, without an LM (fake optimizer results and a DummyLM)."""
 
-import copy
 import dataclasses
 import json
 
@@ -10,10 +9,11 @@ import pytest
 
 import runners.compile as compile_runner
 from common.errors import ConfigError
-from optimizers.instruction_guard import GuardLimits, judge
+from optimizers.instruction_guard import GuardLimits, judge, words
 from optimizers.instruction_review import example_inputs, guard_instructions, snapshot
 from optimizers.split_overlap import split_overlap
 from reports import compile_report
+from reports.html import esc
 from runners.program import contract_for
 from signatures.constrained import ConstrainedJSONAdapter
 from tests.builders import config, program
@@ -42,7 +42,7 @@ class FakeOptimizer:
         self.instructions = instructions
 
     def compile(self, student, trainset, valset=None):
-        compiled = copy.deepcopy(student)
+        compiled = student.deepcopy()  # as optimizers copy (shared resources such as the embedder stay shared)
         for name, pred in compiled.named_predictors():
             if name in self.instructions:
                 pred.signature = pred.signature.with_instructions(self.instructions[name])
@@ -77,7 +77,7 @@ def test_the_issue_case_a_narrative_repeated_ten_times_is_rejected_and_the_origi
     reasons = " | ".join(review.verdict.reasons)
     assert "repeats itself" in reasons and "copies an input" in reasons and "case 1's input" in reasons
     # the other predictors were not touched by the fake optimizer: unchanged, adopted as they are
-    assert all(r.verdict.label == "adopted" and r.verdict.reasons == ("unchanged",) for r in reviews if r is not review)
+    assert all(r.verdict.adopted and r.verdict.label == "unchanged" for r in reviews if r is not review)
 
 
 def test_a_reasonable_rewritten_instruction_is_adopted():
@@ -99,14 +99,18 @@ def test_a_sentence_repeated_is_flagged_even_when_it_copies_nothing():
 
 
 def test_growth_needs_both_limits():
-    original = "Rewrite the patient's question as a clinician would."  # 8 words
-    varied = " ".join(f"rule{i} applies when case{i} shows sign{i}." for i in range(70))  # 350 distinct words
-    grown = judge(varied, original, [], limits())
-    assert not grown.adopted and grown.reasons == ("grows too long: 350 words from 8 (limits: 4x the original and 300 "
-                                                  "words)",)
+    original = "Rewrite the question as a clinician would."  # 7 words
+    _, examples = dev_pairs()
+    prose = " ".join(ex.case.patient_narrative for ex in examples)  # varied text: it neither repeats nor compresses
+    long_text = " ".join(prose.split()[:360])
+    n = len(words(long_text))
+    assert n > 300
+    grown = judge(long_text, original, [], limits())
+    assert not grown.adopted and grown.reasons == (f"grows too long: {n} words from 7 (limits: 4x the original and "
+                                                  "300 words)",)
     # more than 4x the original but under 300 words, or over 300 words but under 4x: adopted
-    assert judge(" ".join(varied.split()[:200]), original, [], limits()).adopted
-    assert judge(varied, " ".join(varied.split()[:100]), [], limits()).adopted
+    assert judge(" ".join(prose.split()[:200]), original, [], limits()).adopted
+    assert judge(long_text, " ".join(prose.split()[:100]), [], limits()).adopted
 
 
 def test_copy_is_a_long_verbatim_run_not_a_shared_phrase_or_the_original_own_words():
@@ -114,7 +118,7 @@ def test_copy_is_a_long_verbatim_run_not_a_shared_phrase_or_the_original_own_wor
               "he had never had heart trouble before and his stress test last year was normal so we wonder why")
     inputs = [("case 7's input", source)]
     copied = judge("Use this example: " + source, "Rewrite the question.", inputs, limits())
-    assert copied.reasons == ("copies an input: 37 consecutive words of case 7's input (at most 20 allowed)",)
+    assert copied.reasons == ("copies an input: 36 consecutive words of case 7's input (at most 20 allowed)",)
     assert judge("Ask why the doctors did an angiogram the same night.", "Rewrite.", inputs, limits()).adopted
     # words already in the original instruction are not a copy, even when an input holds them too
     assert judge(source + " Be brief.", source, inputs, limits()).adopted
@@ -183,25 +187,26 @@ def test_compile_report_shows_before_after_verdicts_and_warning(tmp_path, monkey
 
     md = (tmp_path / "compile_report.md").read_text()
     assert "**warning: data.train and data.val are the same file" in md
-    assert f"### {QUESTION}: rejected: repeats itself" in md
+    assert f"### {QUESTION}: REJECTED\n\n- rejected: repeats itself: only 10% of its 6-word sequences" in md
+    assert "- rejected: copies an input: 47 consecutive words of case 1's input (at most 20 allowed)" in md
     assert "Instruction proposed and rejected (" in md and "more characters]" in md  # truncated
     assert "Instruction after: the original, unchanged." in md
     assert "### answer.generate: adopted" in md and "Instruction after (adopted):" in md
     assert md.count("Demos before: 0") == 4 and "| before |" in md and "| after" in md
     page = (tmp_path / "compile_report.html").read_text()
     assert "<td>before</td>" in page and 'class="tag bad"' in page and "<ins" in page
-    assert len(page) < len(junk) * 2  # the rejected text is shown truncated, once
+    assert esc(junk) not in page and esc(narrative) in page and "more characters]" in page  # shown truncated
 
 
 def test_report_shows_demos_before_and_after():
     report = {"program": "p", "optimizer": "bootstrap", "metric": "m", "train_size": 3, "val_size": 3,
               "scores": {"before": 0.1, "after": 0.2, "proposed": None}, "overlap_warning": None,
               "curated_demos": {}, "saved": "x.json", "optimizer_config": {},
-              "predictors": [{"predictor": "a", "verdict": "adopted", "adopted": True, "reasons": ["unchanged"],
+              "predictors": [{"predictor": "a", "verdict": "unchanged", "adopted": True, "reasons": ["unchanged"],
                               "instruction_before": "Do it.", "instruction_proposed": "Do it.",
                               "instruction_after": "Do it.", "demos_before": [],
                               "demos_after": [{"case": "case 901", "answer": "Yes."}]}]}
     md = compile_report.markdown(report)
-    assert "Demos before: 0\nDemos after: 1\n  1. case: case 901; answer: Yes." in md
+    assert "### a: unchanged" in md and "Demos before: 0\nDemos after: 1\n  1. case: case 901; answer: Yes." in md
     assert "| before | 0.1000 |\n| after | 0.2000 |" in md and "no instruction was changed" in md
     assert "<li>case: case 901; answer: Yes.</li>" in compile_report.html(report)
