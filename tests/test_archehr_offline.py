@@ -20,11 +20,11 @@ NOTE = [
 def test_rule_question_uses_the_marked_phrase_in_the_third_person():
     rule = archehr_stage("question", "rule")
     out = rule(patient_narrative="My dad had surgery. Why did they operate on my dad? Thanks.")
-    assert out.clinician_question == "Why did they operate on the patient?"
+    assert out.clinician_question == "Why did they operate on him?"   # the relative is the patient (#20)
     marked = rule(patient_narrative="long story", patient_question="I was told nothing. Why was I given lasix?")
     assert marked.clinician_question == "Why was the patient given lasix?"
-    assert len(rule(patient_narrative="Why " + "very " * 30 + "long?").clinician_question.split()) == 15
-    assert third_person("my mother's pills made me dizzy") == "The patient's pills made the patient dizzy"
+    assert len(rule(patient_narrative="Why " + "very " * 30 + "long?").clinician_question.split()) <= 15
+    assert third_person("my mother's pills made me dizzy") == "Her pills made the family dizzy"
 
 
 def test_likert_mapping_of_relative_similarity():
@@ -33,7 +33,7 @@ def test_likert_mapping_of_relative_similarity():
 
 
 def test_embedding_evidence_selects_the_answering_sentence_and_never_the_header():
-    seed_rule = archehr_stage("evidence", "embedding", "program.offline.top_share=null")
+    seed_rule = archehr_stage("evidence", "embedding_likert")
     out = seed_rule(clinician_question="Why was lisinopril stopped during the admission?", sentences=NOTE)
     assert out.evidence_ids == ["2"] and out.selection == "strict"
     # the default is recall-first: the top 60% of the 3 non-header sentences (2), in note order
@@ -45,8 +45,7 @@ def test_embedding_evidence_selects_the_answering_sentence_and_never_the_header(
 
 def test_evidence_rule_of_the_seed_applies_unchanged_to_similarity_scores():
     # cut points nothing reaches: every sentence scores 1 -> the first-3 fallback, as with the LM scorer
-    scorer = archehr_stage("evidence", "embedding", "program.offline.evidence_cuts=[9,9,9,9]",
-                           "program.offline.top_share=null")
+    scorer = archehr_stage("evidence", "embedding_likert", "program.evidence.cuts=[9,9,9,9]")
     out = scorer(clinician_question="q", sentences=NOTE)
     assert out.evidence_ids == ["1", "2", "3"] and out.selection == "first_n"
 
@@ -64,7 +63,7 @@ def test_extractive_answer_drops_headers_and_ends_sentences():
 def test_similarity_alignment_is_conservative_and_many_to_many():
     answers = [AnswerSentence("1", "Lisinopril was held because of low blood pressure and kidney injury."),
                AnswerSentence("2", "The weather was sunny.")]
-    aligner = archehr_stage("alignment", "similarity", "program.offline.align_threshold=0.6")
+    aligner = archehr_stage("alignment", "similarity", "program.alignment.threshold=0.6")
     out = aligner(answer_sentences=answers, sentences=NOTE)
     assert out.alignment == [{"answer_id": "1", "evidence_id": ["2"]}, {"answer_id": "2", "evidence_id": []}]
 
@@ -73,8 +72,7 @@ def test_all_offline_cascade_needs_no_lm():
     case = Case("7", "I had pneumonia. Why was my lisinopril stopped?", sentences=tuple(NOTE),
                 answer_sentences=(AnswerSentence("1", "Lisinopril was held because of hypotension."),))
     dspy.configure(lm=None)
-    cascade = program("archehr", "program.stages.question=rule", "program.stages.evidence=embedding",
-                      "program.stages.answer=extractive", "program.stages.alignment=similarity")
+    cascade = program("archehr", "lm=none")  # no LM: every stage's non-LLM implementation
     pred = cascade(case=case)
     assert pred.clinician_question == "Why was the patient's lisinopril stopped?"
     assert pred.evidence_ids == ["2", "4"] and pred.selection == "top_share"  # recall-first: 2 of 3 non-headers
@@ -86,21 +84,29 @@ def test_failed_lm_stage_falls_back_to_its_offline_module(dummy_lm):
     case = Case("7", "Why was my lisinopril stopped?", sentences=tuple(NOTE))
     dummy_lm([{"clinician_question": "Why was lisinopril held?"}, {"scores": "garbage"},
               {"answer": "Lisinopril was held for hypotension."}, {"citations": [["2"]]}])
-    pred = program("archehr", "program.fallback=offline")(case=case)
+    pred = program("archehr", "stages=lm", "program/archehr/fallback=offline")(case=case)
     assert pred.fallbacks["evidence"].endswith("-> offline stage") and pred.selection == "top_share"
     assert pred.evidence_ids == ["2", "4"]  # the embedding scorer's choice, not the first 3 sentences
 
 
 def test_unknown_stage_implementation_is_refused_with_the_choices():
-    with pytest.raises(ConfigError, match=r"program.stages.evidence='bm25': choose one of \['embedding', 'lm'\]"):
-        program("archehr", "program.stages.evidence=bm25")
-    with pytest.raises(ConfigError, match=r"program.fallback='nope'"):
-        program("archehr", "program.fallback=nope")
+    from hydra.errors import MissingConfigException
+
+    with pytest.raises(MissingConfigException, match=r"(?s)Could not find 'program/archehr/evidence/bm25'.*embedding"):
+        program("archehr", "program/archehr/evidence=bm25")
+    with pytest.raises(MissingConfigException, match=r"program/archehr/fallback/nope"):
+        program("archehr", "program/archehr/fallback=nope")
 
 
 def test_offline_stages_share_one_embedder_and_hold_no_predictor():
-    cascade = program("archehr", "program.stages.evidence=embedding", "program.stages.alignment=similarity",
-                      "program.fallback=offline")
-    assert cascade.evidence.embedder is cascade.alignment.embedder is cascade._offline["evidence"].embedder
+    cascade = program("archehr", "stages=lm", "program/archehr/evidence=embedding",
+                      "program/archehr/alignment=similarity", "program/archehr/fallback=offline")
+    assert cascade.evidence.embedder is cascade.alignment.embedder
     # the embedding scorer selects with a pure function: no never-called predictor in the learnable state
     assert [name for name, _ in cascade.named_predictors()] == ["question.interpret", "answer.generate"]
+    # an offline fallback only where a stage calls an LM, sharing the same embedder
+    assert sorted(cascade._offline) == ["answer", "question"]
+    lm_evidence = program("archehr", "stages=lm", "program/archehr/alignment=similarity",
+                          "program/archehr/fallback=offline")
+    assert lm_evidence._offline["evidence"].embedder is lm_evidence.alignment.embedder
+    assert sorted(lm_evidence._offline) == ["answer", "evidence", "question"]

@@ -1,32 +1,26 @@
-"""Stage 1 without an LM: the patient's own question sentence, in the third person where that is simple."""
+"""Stage 1 without an LM: the main clinical question of a patient message, as a clinician would put it.
+
+The message is split into sentences; thanks, greetings and sign-offs are set aside; the question naming the most
+clinical things is taken (the one the writer marks with "My question is" first), stripped of the request around
+it and of fillers, its vague "this" filled from the sentences before it, turned to the third person with the
+patient (often a relative of the writer) as subject, and shortened by dropping side clauses. A message that asks
+nothing clinical ("What do you think?", or no question at all) gets a question built from its clinical focus:
+"What is causing his cough and shortness of breath?". Word lists and rules only: no LM, well under 5 ms a message.
+"""
 
 from __future__ import annotations
 
-import re
-
 import dspy
 
-from programs.archehr.text import last_question_sentence, split_sentences, truncate_words
-
-# Relatives the patient writes about become "the patient" (the note is theirs), then first-person forms.
-_RELATIVE = (r"(?:mother|mom|mum|father|dad|husband|wife|son|daughter|brother|sister|grandmother|grandfather|aunt|uncle"
-             r"|friend|partner)")
-_RULES: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(rf"\bmy {_RELATIVE}'s\b", re.I), "the patient's"),
-    (re.compile(rf"\bmy {_RELATIVE}\b", re.I), "the patient"),
-    (re.compile(r"\bI am\b|\bI'm\b", re.I), "the patient is"),
-    (re.compile(r"\bI was\b", re.I), "the patient was"),
-    (re.compile(r"\bI have\b|\bI've\b", re.I), "the patient has"),
-    (re.compile(r"\bI\b"), "the patient"),
-    (re.compile(r"\bme\b", re.I), "the patient"),
-    (re.compile(r"\bmy\b", re.I), "the patient's"),
-]
+from programs.archehr.offline.question_build import interpret
+from programs.archehr.offline.question_person import find_patient, to_third_person
+from programs.archehr.offline.question_text import capitalize
 
 
 def third_person(text: str) -> str:
-    for pattern, repl in _RULES:
-        text = pattern.sub(repl, text)
-    return text[:1].upper() + text[1:] if text else text
+    """`text` with its patient as the grammatical person: a relative the writer names ('my mother') becomes
+    he/she and the writer 'the family'; a writer speaking of themself becomes 'the patient'."""
+    return capitalize(to_third_person(text, find_patient(text)))
 
 
 class RuleQuestionInterpreter(dspy.Module):
@@ -36,9 +30,10 @@ class RuleQuestionInterpreter(dspy.Module):
         self.third_person = third_person
 
     def forward(self, patient_narrative: str, patient_question: str = "") -> dspy.Prediction:
-        # The marked question phrases when the XML gives them, else the narrative; in both, the last '?' sentence.
-        source = patient_question.strip() or patient_narrative
-        question = last_question_sentence(source) if split_sentences(source) else source
-        if self.third_person:
-            question = third_person(question)
-        return dspy.Prediction(clinician_question=truncate_words(question, self.max_words), fallback=None)
+        # The marked question phrases when the XML gives them ("(none)" or empty when it does not), else the
+        # narrative alone, as the 2026 test cases are released.
+        marked = patient_question.strip()
+        if marked.lower() in ("(none)", "none"):
+            marked = ""
+        question = interpret(patient_narrative, marked, self.max_words, third_person=self.third_person)
+        return dspy.Prediction(clinician_question=question, fallback=None)
