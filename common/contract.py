@@ -48,6 +48,12 @@ class ProgramContract(ABC, Generic[Item]):
     def record_id(self, record: dict[str, Any]) -> str:
         return str(record["id"])
 
+    def subset(self, inputs: Inputs[Item], ids: set[str]) -> Inputs[Item]:
+        """The items whose ids are in `ids`, in input order, with their references (data.shard runs one slice);
+        a program whose references list every item overrides this to cut them too."""
+        return Inputs([i for i in inputs.items if self.item_id(i) in ids], references=inputs.references,
+                      files=inputs.files)
+
     # --- the program --------------------------------------------------------------------------------------------
     def lm_roles(self, cfg: DictConfig) -> list[str]:
         """The roles that call an LM under this config (an all-offline program needs none)."""

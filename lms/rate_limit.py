@@ -30,23 +30,32 @@ class RateLimiter(BaseCallback):
         while self._tokens and now - self._tokens[0][0] >= 60:
             self._tokens.popleft()
 
+    def reserve(self, tokens: int) -> float:
+        """Book one request of `tokens` now and return 0, or return the seconds to wait before asking again (a
+        shared limiter serving several processes answers this without blocking; see runners/executors/limits.py)."""
+        with self._lock:
+            now = self._clock()
+            self._expire(now)
+            used = sum(t for _, t in self._tokens)
+            fits_rpm = self.rpm is None or len(self._requests) < self.rpm
+            fits_tpm = self.tpm is None or used + tokens <= self.tpm or not self._tokens
+            if fits_rpm and fits_tpm:
+                self._requests.append(now)
+                self._tokens.append((now, tokens))
+                return 0.0
+            blocking = ([self._requests[0]] if not fits_rpm else []) + ([self._tokens[0][0]] if not fits_tpm else [])
+            return max(0.05, 60 - (now - min(blocking)))
+
     def acquire(self, tokens: int) -> None:
-        while True:
-            with self._lock:
-                now = self._clock()
-                self._expire(now)
-                used = sum(t for _, t in self._tokens)
-                fits_rpm = self.rpm is None or len(self._requests) < self.rpm
-                fits_tpm = self.tpm is None or used + tokens <= self.tpm or not self._tokens
-                if fits_rpm and fits_tpm:
-                    self._requests.append(now)
-                    self._tokens.append((now, tokens))
-                    return
-                blocking = ([self._requests[0]] if not fits_rpm else []) + ([self._tokens[0][0]] if not fits_tpm else [])
-                wait = max(0.05, 60 - (now - min(blocking)))
+        while wait := self.reserve(tokens):
             self.waited += wait
             self._sleep(wait)
 
     def on_lm_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
-        text = str(inputs.get("messages") or inputs.get("prompt") or "")
-        self.acquire(max(1, len(text) // 4) + int(inputs.get("max_tokens") or 0))
+        self.acquire(request_tokens(inputs))
+
+
+def request_tokens(inputs: dict[str, Any]) -> int:
+    """A request's tokens before the call: its prompt at 4 characters per token plus the reply it may take."""
+    text = str(inputs.get("messages") or inputs.get("prompt") or "")
+    return max(1, len(text) // 4) + int(inputs.get("max_tokens") or 0)

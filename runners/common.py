@@ -8,8 +8,8 @@ import logging
 import math
 import os
 import shutil
+import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,12 +19,15 @@ from tqdm import tqdm
 
 from common.errors import ConfigError
 from common.prediction_log import PredictionLog
+from runners.executors import Executor
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-def configure_dspy(cfg: DictConfig) -> None:
+def configure_dspy(cfg: DictConfig, rate_limiter: Any = None) -> None:
+    """DSPy's cache, adapter and callbacks from `cfg`. `rate_limiter`: a callback that enforces
+    `lm.rate_limit` instead of this process's own (Ray workers share one limiter: runners/executors/limits.py)."""
     dspy.configure_cache(disk_cache_dir=str(Path(cfg.cache_dir).expanduser()), enable_memory_cache=True)
     from signatures.constrained import ConstrainedJSONAdapter
 
@@ -34,7 +37,9 @@ def configure_dspy(cfg: DictConfig) -> None:
         raise ConfigError(f"lm.adapter must be one of {sorted(adapters)}, not {name!r}")
     callbacks = []
     limits = cfg.lm.get("rate_limit") or {}
-    if limits.get("rpm") or limits.get("tpm"):
+    if rate_limiter is not None:
+        callbacks.append(rate_limiter)
+    elif limits.get("rpm") or limits.get("tpm"):
         from lms.rate_limit import RateLimiter
 
         callbacks.append(RateLimiter(rpm=limits.get("rpm"), tpm=limits.get("tpm")))
@@ -110,10 +115,14 @@ class Interrupted(Exception):
 
 def run_resumable(items: Sequence[T], key: Callable[[T], str], run_one: Callable[[T], dict[str, Any]],
                   log_file: PredictionLog, *, num_threads: int = 1, progress: bool = True,
-                  unit: str = "item") -> dict[str, dict[str, Any]]:
+                  unit: str = "item", executor: Executor | None = None) -> dict[str, dict[str, Any]]:
     """Run every item not yet in `log_file`, appending each record as soon as it finishes (a rerun resumes);
     returns the records of all items, in input order. API backends run `num_threads` items in parallel.
+    `executor` says where the items run (runners/executors: local threads by default, or Ray workers that build
+    their own `run_one`); the records always come back here and are appended to this one file.
     Ctrl-C raises `Interrupted` once the items in flight are abandoned; what was appended stays."""
+    from runners.executors.local import LocalExecutor
+
     done = log_file.read()
     todo = [item for item in items if key(item) not in done]
     if len(todo) < len(items):
@@ -123,33 +132,19 @@ def run_resumable(items: Sequence[T], key: Callable[[T], str], run_one: Callable
         log.warning("%d %ss in %s are not among this run's inputs (%s): kept there, not in this run's submission, "
                     "scores or reports", len(others), unit, log_file.path, ", ".join(sorted(others)[:5]))
 
-    def one(item: T) -> tuple[str, dict[str, Any]]:
-        record = run_one(item)
-        log_file.append(record)
-        return key(item), record
-
     bar = tqdm(total=len(todo), desc=f"{unit}s", unit=unit, disable=not progress)
-    pool = ThreadPoolExecutor(num_threads) if num_threads > 1 else None
+    saving = threading.Lock()
+
+    def save(item: T, record: dict[str, Any]) -> None:  # local threads call this concurrently
+        log_file.append(record)
+        with saving:
+            done[key(item)] = record
+            bar.update()
+
     try:
-        if pool is None:
-            for item in todo:
-                k, record = one(item)
-                done[k] = record
-                bar.update()
-        else:
-            pending = {pool.submit(one, item) for item in todo}
-            while pending:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    k, record = future.result()
-                    done[k] = record
-                    bar.update()
+        (executor or LocalExecutor()).run(todo, run_one, save, num_threads)
     except KeyboardInterrupt:
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
         raise Interrupted(len(log_file.read())) from None
     finally:
         bar.close()
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
     return {key(item): done[key(item)] for item in items if key(item) in done}

@@ -23,6 +23,8 @@ from common.run_folder import RunFolder, file_sha256
 from lms.describe import backend_name
 from lms.errors import lm_failure
 from runners.common import Interrupted, append_main_log, configure_dspy, output_dir, run_resumable, write_json, write_text
+from runners.executors import executor_for
+from runners.shards import select_shard
 
 log = logging.getLogger(__name__)
 LM_CHOICES = ("lm=gemini (the seed's system), lm=openai_compatible (a local server: vLLM, Ollama, llama.cpp), "
@@ -132,6 +134,7 @@ def run(cfg: DictConfig) -> float | None:
 
     contract = contract_for(cfg)
     inputs = contract.load(cfg)          # bad input fails here, before any LM is built or called
+    inputs = select_shard(cfg, contract, inputs)   # data.num_shards=N data.shard=K: the K-th slice (runners/shards.py)
     roles = choose_lm_or_offline(cfg, contract)
     out = output_dir()
     with RunFolder(out, fingerprint(cfg, contract, inputs), str(cfg.get("run", {}).get("resume", "auto"))) as folder:
@@ -149,7 +152,8 @@ def run(cfg: DictConfig) -> float | None:
         try:
             done = run_resumable(inputs.items, contract.item_id, predict, predictions,
                                  num_threads=int(cfg.lm.get("num_threads", 1)) if roles else 1,
-                                 progress=cfg.progress, unit=contract.unit)
+                                 progress=cfg.progress, unit=contract.unit,
+                                 executor=executor_for(cfg))   # run.executor: local | ray (runners/executors/)
         except Interrupted as exc:
             line = f"interrupted: {exc.saved} {contract.unit}s saved in {out}; rerun the same command to resume"
             print(line, file=sys.stderr)

@@ -1,0 +1,60 @@
+"""The body of one Ray worker (an actor): it builds the run's program once, from the same resolved config the driver
+runs with (contract.build via instantiate, as runners/program.py run() does), then predicts one item per call and
+returns the record. It writes nothing: the driver appends the records to the run's predictions.jsonl."""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+
+class ProgramWorker:
+    def __init__(self, config: dict[str, Any], cwd: str, limiter: Any = None) -> None:
+        # Building waits for the first call (ready() or run()): a worker Ray restarts after a crash rebuilds itself.
+        self._config, self._cwd, self._limiter = config, cwd, limiter
+        self._predict = None
+
+    def _build(self) -> None:
+        if self._predict is not None:
+            return
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        if os.path.isdir(self._cwd):  # relative data paths resolve as on the driver (a local Ray, a shared filesystem)
+            os.chdir(self._cwd)
+        from dspy.utils.exceptions import LMError
+        from omegaconf import OmegaConf
+
+        import common.instantiate  # noqa: F401 - registers the ${shared:...} resolver
+        from common.logs import quiet_third_party
+        from lms import build_role_lms
+        from lms.errors import lm_failure
+        from runners.common import configure_dspy
+        from runners.executors.limits import RemoteRateLimiter
+        from runners.program import contract_for
+
+        cfg = OmegaConf.create(self._config)
+        quiet_third_party(bool(cfg.get("verbose")))
+        contract = contract_for(cfg)
+        roles = contract.lm_roles(cfg)  # the driver already chose the stages (an LM or the offline ones)
+        configure_dspy(cfg, rate_limiter=RemoteRateLimiter(self._limiter) if self._limiter is not None else None)
+        role_lms = build_role_lms(cfg.lm, roles) if roles else {}
+        program = contract.build(cfg, role_lms)
+
+        def predict(item: Any) -> dict[str, Any]:
+            try:
+                return contract.predict(program, item)
+            except LMError as exc:  # as on the driver: one line naming backend and host
+                raise lm_failure(cfg.lm, exc) from None
+
+        self._predict = predict
+
+    def ready(self) -> dict[str, Any]:
+        """Build now (a bad config or a missing model fails before any item) and say where this worker runs."""
+        import ray
+
+        self._build()
+        return {"pid": os.getpid(), "host": socket.gethostname(), "node": ray.util.get_node_ip_address()}
+
+    def run(self, item: Any) -> dict[str, Any]:
+        self._build()
+        return self._predict(item)

@@ -1,0 +1,187 @@
+"""`run.executor=ray`: a run's pending items as tasks on Ray workers; the records stream back to the driver.
+
+- `run.ray.address: null` starts a local Ray for this run (stopped at its end); an address joins an existing
+  cluster (`auto`, `host:6379`, `ray://host:10001`) and leaves it running. main.log says which, and where each
+  worker runs.
+- `run.ray.num_workers` actors each build the program once (program_worker.py) and run `lm.num_threads` items at a
+  time; each holds one more item queued so it never waits for the driver between items.
+- `lm.rate_limit` is one limiter actor for all workers (limits.py).
+- A worker that dies loses only its items in flight: Ray restarts it once and those items go back to the queue once;
+  an item lost twice, or items left when every worker is gone, stay for the rerun to resume (one error line).
+- Ctrl-C kills this run's actors (never someone else's on a shared cluster) and keeps every record already saved.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from common.errors import ClinprogError, ConfigError
+from runners.executors import Save
+
+log = logging.getLogger(__name__)
+RESTARTS = 1  # a worker that dies is restarted once; its in-flight items are re-queued once
+
+
+@dataclass
+class Slot:
+    """One worker: its actor, how many items it holds, and how often it died."""
+
+    index: int
+    actor: Any
+    busy: int = 0
+    deaths: int = 0
+    where: str = ""
+
+    @property
+    def alive(self) -> bool:
+        return self.deaths <= RESTARTS
+
+
+def ray_settings(cfg: DictConfig) -> dict[str, Any]:
+    node = (cfg.get("run") or {}).get("ray") or {}
+    settings = {"address": node.get("address"), "num_workers": int(node.get("num_workers") or 2),
+                "cpus_per_worker": float(node.get("cpus_per_worker") or 1),
+                "object_store_mb": int(node.get("object_store_mb") or 200)}
+    if settings["num_workers"] < 1:
+        raise ConfigError(f"run.ray.num_workers={settings['num_workers']}: at least 1")
+    return settings
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError('run.executor=ray needs Ray: pip install -e ".[ray]"') from None
+    return ray
+
+
+class RayExecutor:
+    def __init__(self, cfg: DictConfig) -> None:
+        self.settings = ray_settings(cfg)
+        self.config = OmegaConf.to_container(cfg, resolve=True)  # what every worker builds from
+        limits = cfg.lm.get("rate_limit") or {}
+        self.limits = (limits.get("rpm"), limits.get("tpm")) if limits.get("rpm") or limits.get("tpm") else None
+        self.where = ""  # "a local Ray (...)" or "the Ray cluster at ..." once connected
+
+    # --- the cluster --------------------------------------------------------------------------------------------
+    def _connect(self, ray: Any) -> bool:
+        """Join `address`, or start a local Ray; True when this run started it (and so stops it)."""
+        s = self.settings
+        if ray.is_initialized():  # a caller (a notebook, a test) already connected this process
+            self.where = f"the Ray this process is connected to ({ray.get_runtime_context().gcs_address})"
+            return False
+        common = {"namespace": "clinprog", "log_to_driver": False, "logging_level": logging.WARNING,
+                  "configure_logging": False}
+        try:
+            if s["address"]:
+                ray.init(address=str(s["address"]), **common)
+                cpus = ray.cluster_resources().get("CPU", 0)
+                self.where = (f"the Ray cluster at {s['address']} ({len(ray.nodes())} nodes, {cpus:g} CPUs)")
+                return False
+            cpus = max(1, round(s["num_workers"] * s["cpus_per_worker"]))
+            # Ray turns token auth on for a new local cluster (as it should) and warns about it on the console
+            logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
+            ray.init(num_cpus=cpus, include_dashboard=False, object_store_memory=s["object_store_mb"] << 20, **common)
+        except ConnectionError as exc:
+            raise ConfigError(f"run.ray.address={s['address']}: cannot join a Ray cluster there ({exc})") from None
+        self.where = f"a local Ray started for this run ({cpus} CPUs, {ray.get_runtime_context().gcs_address})"
+        return True
+
+    def _start_workers(self, ray: Any, num_threads: int) -> tuple[list[Slot], Any]:
+        from runners.executors.limits import SharedLimiter
+        from runners.executors.program_worker import ProgramWorker
+
+        limiter = None
+        if self.limits:
+            limiter = ray.remote(SharedLimiter).options(num_cpus=0).remote(*self.limits)
+        worker = ray.remote(ProgramWorker).options(num_cpus=self.settings["cpus_per_worker"], max_restarts=RESTARTS,
+                                                   max_task_retries=0, max_concurrency=max(1, num_threads))
+        slots = [Slot(i, worker.remote(self.config, os.getcwd(), limiter)) for i in range(self.settings["num_workers"])]
+        try:
+            places = ray.get([slot.actor.ready.remote() for slot in slots])
+        except ray.exceptions.RayTaskError as exc:  # the build failed: the same one line a local run gives
+            raise _cause(exc) from None
+        except ray.exceptions.RayActorError as exc:
+            raise ClinprogError(f"run.executor=ray: a worker could not start ({_first_line(exc)})") from None
+        for slot, place in zip(slots, places, strict=True):
+            slot.where = f"pid {place['pid']} on {place['host']} ({place['node']})"
+        limit = f"; lm.rate_limit rpm={self.limits[0]} tpm={self.limits[1]} shared by all workers" if self.limits else ""
+        log.info("run.executor=ray: %d workers x %d thread(s) on %s%s", len(slots), max(1, num_threads), self.where,
+                 limit)
+        for slot in slots:
+            log.info("ray worker %d: %s", slot.index, slot.where)
+        return slots, limiter
+
+    # --- the items ----------------------------------------------------------------------------------------------
+    def run(self, todo: Sequence[Any], run_one: Callable[[Any], dict[str, Any]], save: Save, num_threads: int) -> None:
+        """`run_one` is the driver's own and is not used: every worker builds its program from the config."""
+        ray = import_ray()
+        started = self._connect(ray)
+        slots: list[Slot] = []
+        limiter = None
+        try:
+            slots, limiter = self._start_workers(ray, num_threads)
+            self._dispatch(ray, slots, list(todo), save, depth=max(1, num_threads) + 1)
+        finally:
+            for actor in [s.actor for s in slots] + ([limiter] if limiter is not None else []):
+                ray.kill(actor, no_restart=True)  # Ctrl-C or an error: this run's work stops on the cluster too
+            if started:
+                ray.shutdown()
+
+    def _dispatch(self, ray: Any, slots: list[Slot], todo: list[Any], save: Save, depth: int) -> None:
+        queue = collections.deque(todo)
+        in_flight: dict[Any, tuple[Slot, int, Any]] = {}  # ref -> (worker, its deaths when sent, item)
+        requeued: set[int] = set()
+        lost: list[Any] = []
+        while True:
+            for slot in slots:  # keep every live worker `depth` items deep
+                while slot.alive and slot.busy < depth and queue:
+                    item = queue.popleft()
+                    in_flight[slot.actor.run.remote(item)] = (slot, slot.deaths, item)
+                    slot.busy += 1
+            if not in_flight:
+                break
+            ready, _ = ray.wait(list(in_flight), num_returns=1)
+            for ref in ready:
+                slot, deaths, item = in_flight.pop(ref)
+                slot.busy -= 1
+                try:
+                    record = ray.get(ref)
+                except ray.exceptions.RayActorError as exc:
+                    if deaths == slot.deaths:  # the first of this death's failed items: count the death once
+                        slot.deaths += 1
+                        then = "Ray restarts it once" if slot.alive else "it is not restarted again"
+                        log.warning("ray worker %d (%s) died (%s): its items in flight go back to the queue once; %s",
+                                    slot.index, slot.where, _first_line(exc), then)
+                    if id(item) in requeued:
+                        lost.append(item)
+                    else:
+                        requeued.add(id(item))
+                        queue.appendleft(item)
+                except ray.exceptions.RayTaskError as exc:  # the item's own error, as a local run raises it
+                    raise _cause(exc) from None
+                else:
+                    save(item, record)
+        if lost or queue:
+            left = len(lost) + len(queue)
+            why = "every Ray worker died" if queue else "their Ray workers died twice"
+            raise ClinprogError(f"run.executor=ray: {left} items were not run ({why}); the records saved so far are "
+                                "kept: rerun the same command to resume them")
+
+
+def _cause(exc: Exception) -> Exception:
+    """The worker's own exception inside Ray's wrapper (a ClinprogError stays one error line)."""
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, BaseException) else ClinprogError(_first_line(exc))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

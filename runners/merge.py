@@ -1,0 +1,133 @@
+"""task=merge dirs=[SHARD0,SHARD1,...]: one run folder from the shard runs of a job array (data.num_shards=N,
+data.shard=0..N-1), equal to the unsharded run: its predictions in input order, then the same finish() as task=run
+(submissions, scores, usage, reports, config).
+
+Checked first, each problem one `error:` line: every folder holds a finished shard run; all come from one config and
+one input (their fingerprints and data.* settings equal, the shard keys aside; the input files unchanged since);
+together they cover every item exactly once (a gap: a shard no folder holds, or a shard folder missing items; an
+overlap: a shard held twice; a foreign shard: another config or input)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+import common.instantiate  # noqa: F401 - registers the resolvers a program config may name
+from common.errors import ClinprogError, ConfigError
+from common.prediction_log import PredictionLog
+from common.run_folder import RunFolder, differences, file_sha256
+from runners.common import output_dir, write_text
+from runners.shards import SHARD_KEYS, bounds, shard_of
+
+log = logging.getLogger(__name__)
+
+
+class MergeError(ClinprogError):
+    """Shards that do not make one run (each problem on its own `error:` line)."""
+
+
+@dataclass
+class Shard:
+    dir: Path
+    config: dict[str, Any]
+    fingerprint: dict[str, Any]
+    shard: int
+    num_shards: int
+
+    def same_run(self) -> dict[str, Any]:
+        """What must be equal across the shards of one run: the fingerprint, and data.* but the shard keys."""
+        data = {k: v for k, v in (self.config.get("data") or {}).items() if k not in SHARD_KEYS}
+        return {"fingerprint": self.fingerprint, "program.name": (self.config.get("program") or {}).get("name"),
+                "data": data, "data.num_shards": self.num_shards}
+
+
+def read_shard(folder: Path) -> Shard:
+    if not folder.is_dir():
+        raise MergeError(f"{folder}: no such run folder")
+    files = {}
+    for name in ("config.json", "fingerprint.json"):
+        try:
+            files[name] = json.loads((folder / name).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise MergeError(f"{folder}: no {name}: not a finished run folder (an interrupted shard resumes when its "
+                             "command is run again)") from None
+        except ValueError as exc:
+            raise MergeError(f"{folder}/{name}: not JSON ({exc})") from None
+    try:
+        shard, num = shard_of(OmegaConf.create(files["config.json"]))
+    except ConfigError as exc:
+        raise MergeError(f"{folder}: {exc}") from None
+    return Shard(folder, files["config.json"], files["fingerprint.json"], shard, num)
+
+
+def merge(cfg: DictConfig) -> float | None:
+    """task=merge"""
+    from runners.program import contract_for, finish
+
+    dirs = cfg.get("dirs")
+    if not dirs or isinstance(dirs, str):
+        raise ConfigError("task=merge needs dirs=[RUN0,RUN1,...]: the run folders of data.shard=0..N-1 "
+                          "(with data.num_shards=N)")
+    problems: list[str] = []
+    shards: list[Shard] = []
+    for d in dirs:
+        try:
+            shards.append(read_shard(Path(str(d))))
+        except MergeError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise MergeError("\nerror: ".join(problems))
+    first = shards[0]
+    one_run = [s for s in shards if s.same_run() == first.same_run()]
+    for s in shards:
+        if s not in one_run:  # a foreign shard: another config, another input, or another N
+            problems.append(f"{s.dir} is a shard of another run than {first.dir} "
+                            f"({'; '.join(differences(first.same_run(), s.same_run()))})")
+
+    run_cfg = OmegaConf.create(first.config)
+    with open_dict(run_cfg):
+        run_cfg.data.num_shards, run_cfg.data.shard = 1, 0  # the unsharded run these shards make
+    contract = contract_for(run_cfg)
+    inputs = contract.load(run_cfg)
+    changed = [name for name, path in sorted(inputs.files.items())
+               if first.fingerprint.get("inputs", {}).get(name) not in (None, file_sha256(path))]
+    if changed:
+        problems.append(f"the input files {changed} changed since the shards ran ({', '.join(inputs.files[n] for n in changed)})")
+
+    num, ids = first.num_shards, [contract.item_id(i) for i in inputs.items]
+    records: dict[str, dict[str, Any]] = {}
+    for k in range(num):
+        start, stop = bounds(len(ids), k, num)
+        holders = [s for s in one_run if s.shard == k]
+        span = f"{contract.unit}s {start + 1}-{stop} of {len(ids)}" if stop > start else f"no {contract.unit}s"
+        if not holders:
+            problems.append(f"a gap: shard {k} of {num} ({span}) is in none of dirs; run it (data.shard={k}) and "
+                            "merge again")
+            continue
+        if len(holders) > 1:
+            problems.append(f"an overlap: shard {k} of {num} is in {len(holders)} folders "
+                            f"({', '.join(str(s.dir) for s in holders)}); keep one")
+            continue
+        saved = PredictionLog(holders[0].dir / "predictions.jsonl", contract.record_id).read()
+        missing = [i for i in ids[start:stop] if i not in saved]
+        if missing:
+            problems.append(f"a gap: {holders[0].dir} (shard {k} of {num}) lacks {len(missing)} of its "
+                            f"{stop - start} {contract.unit}s ({', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}): "
+                            "rerun that shard's command to resume it")
+        records.update({i: saved[i] for i in ids[start:stop] if i in saved})
+    if problems:
+        raise MergeError("\nerror: ".join(problems))
+
+    out = output_dir()
+    with RunFolder(out, first.fingerprint) as folder:
+        ordered = [records[i] for i in ids]
+        write_text(folder.predictions, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in ordered))
+        scores = finish(run_cfg, contract, inputs, ordered)
+    log.info("merged %d shards of %s: %d %ss", num, first.dir.parent, len(ordered), contract.unit)
+    print(f"merged {num} shards: {len(ordered)} {contract.unit}s; outputs: {out}")
+    return contract.objective(scores)
