@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dspy
 
-from programs.archehr.offline.question_build import interpret
+from programs.archehr.offline.question_build import Style, interpret
 from programs.archehr.offline.question_person import find_patient, to_third_person
 from programs.archehr.offline.question_text import capitalize
 
@@ -24,10 +24,16 @@ def third_person(text: str) -> str:
 
 
 class RuleQuestionInterpreter(dspy.Module):
-    def __init__(self, max_words: int, third_person: bool = True) -> None:
+    """Stage 1 by rules. Switches (all on by default, see question_build.Style): `third_person` (the patient as
+    subject), `fill_vague` ('this' -> what the message named), `passive` ('Why did they stop it?' -> 'Why was it
+    stopped?'), `add_focus` (a question naming no complaint gets the message's main one)."""
+
+    def __init__(self, max_words: int, third_person: bool = True, fill_vague: bool = True, passive: bool = True,
+                 add_focus: bool = True) -> None:
         super().__init__()
         self.max_words = max_words
         self.third_person = third_person
+        self.style = Style(third_person=third_person, fill_vague=fill_vague, passive=passive, add_focus=add_focus)
 
     def forward(self, patient_narrative: str, patient_question: str = "") -> dspy.Prediction:
         # The marked question phrases when the XML gives them ("(none)" or empty when it does not), else the
@@ -35,5 +41,5 @@ class RuleQuestionInterpreter(dspy.Module):
         marked = patient_question.strip()
         if marked.lower() in ("(none)", "none"):
             marked = ""
-        question = interpret(patient_narrative, marked, self.max_words, third_person=self.third_person)
+        question = interpret(patient_narrative or "", marked, self.max_words, self.style)
         return dspy.Prediction(clinician_question=question, fallback=None)

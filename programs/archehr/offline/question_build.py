@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from programs.archehr.offline.question_focus import (
     ANY_KINDS,
     DRUG_KINDS,
+    FINDING,
     FOCUS_KINDS,
     SYMPTOM_KINDS,
     Phrase,
@@ -30,15 +32,23 @@ from programs.archehr.offline.question_lexicon import (
 )
 from programs.archehr.offline.question_person import Patient, find_patient, to_third_person
 from programs.archehr.offline.question_pick import CONCERN, IDENTIFY, MANAGE, Sentence, choose, classify
-from programs.archehr.offline.question_shorten import PATIENT, drop_fillers, fit, invert, strip_request
+from programs.archehr.offline.question_shorten import (
+    PATIENT,
+    drop_fillers,
+    drop_side_clauses,
+    fit,
+    invert,
+    strip_request,
+)
 from programs.archehr.offline.question_text import as_question, split_message
 from programs.archehr.offline.question_voice import necessity, passive
 
 # "this", "that", "them" standing for something named earlier ("Could this be cancer?", "relieve them").
 _SLOT = re.compile(r"\b(this|that|these|them)\b(?=\s+(?:be|is|was|are|were|mean|means|have|has|cause|causes|"
                    r"happen\w*|might|could|can|will|would|should|related|normal|serious|a sign|possible|"
-                   r"something|from|caused)\b|\s*[?.,]?\s*$|\s+or\b)|\bit\b(?=\s+(?:be |is )?(?:a sign|related|"
-                   r"from|because|serious|normal|cancer|caused)\b(?!.*\bto \w+))", re.I)
+                   r"something|from|caused|necessary|needed|required|safe)\b|\s*[?.,]?\s*$|\s+or\b)|"
+                   r"\bit\b(?=\s+(?:be |is )?(?:a sign|related|from|because|serious|normal|cancer|caused)\b(?!.*\bto \w+))", re.I)
+_DONE_TO = re.compile(r"\s+(?:really\s+)?(?:necessary|needed|required|safe)\b", re.I)
 # "her situation", "his condition": the patient's state, named by the message's focus.
 _STATE_SLOT = re.compile(r"\b(?:his|her|my|their|the patient's) (?:situation|condition|state|case|illness)\b",
                          re.I)
@@ -54,6 +64,9 @@ _EMBEDDED_WH = re.compile(r"^((?:how \w+|what|which \w+|why|where|when))\s+(.+?)
 _OBJECT_IT = re.compile(r"\b(?:double|doubled|stop|stopped|change|changed|get|got|take|took|need|needs|use|give|"
                         r"gave|start|started|continue|remove|removed|increase|increased|lower|lowered|on|off)\s+"
                         r"(it)\b", re.I)
+# "what is this fluid in the lungs signify" -> "what does this fluid in the lungs signify"
+_WHAT_IS_MEAN = re.compile(r"^what (?:is|are) ((?:this|these|the|that|his|her|my) .+?) (signify|mean|indicate|show)\b",
+                           re.I)
 _TWO_SLOT = re.compile(r"\b(?:the|these|those) two\b", re.I)
 _SO_MUCH = re.compile(r"\b(give|gave|giving|take|took|taking|prescribe\w*)\s+(him|her|me|them)?\s*so much\b", re.I)
 _PLAN = re.compile(r"\b(?:due|planning|plan|planned|going|supposed?|want(?:ed)?|hoping|hope|scheduled|booked|"
@@ -67,7 +80,17 @@ _CONCERN_IDIOM = re.compile(r"^(?:should|do|must) (?:I|we)(?: all)? (?:have to |
                             r"concerned|worry|freaking out|panic)(?: about| that| as)?\s+", re.I)
 
 
-def interpret(narrative: str, marked: str, max_words: int, third_person: bool = True) -> str:
+@dataclass(frozen=True)
+class Style:
+    """The optional rewrites, each a constructor switch of RuleQuestionInterpreter (for ablation and tuning)."""
+
+    third_person: bool = True     # the patient as subject: 'I' -> 'the patient', 'my dad' -> 'he'
+    fill_vague: bool = True       # 'Could this be cancer?' -> 'Could his enlarged spleen be cancer?'
+    passive: bool = True          # 'Why did they double it?' -> 'Why was it doubled?'
+    add_focus: bool = True        # 'Should he go back to the ER?' -> '... for his vomiting?'
+
+
+def interpret(narrative: str, marked: str, max_words: int, style: Style = Style()) -> str:
     """One clinician-style question, at most `max_words` words, ending with '?'."""
     sentences = classify(split_message(narrative))
     patient = find_patient(narrative or marked)
@@ -89,46 +112,60 @@ def interpret(narrative: str, marked: str, max_words: int, third_person: bool = 
         return _from_focus(chosen, phrases, patient, max_words)
     past = len(re.findall(r"\b(?:was|were|had|did)\b", narrative, re.I)) > len(
         re.findall(r"\b(?:is|are|has|does|am)\b", narrative, re.I))
-    text = _rewrite(chosen, phrases, patient, third_person, past)
+    text = _rewrite(chosen, phrases, patient, style, past, max_words)
     if plan and _PLAN_QUESTION.search(chosen.text) and chosen.clinical == 0:
         return plan
-    text = fit(_add_focus(text, phrases, patient, max_words), max_words)
-    follow = _follow_up(chosen, marked_sentences if marked else sentences)
-    if follow is not None and len(text.split()) <= JOIN_BELOW:
-        second = fit(_rewrite(follow, phrases, patient, third_person, past), max_words)
-        joined = f"{_END_MARKS.sub('', text)}, and {second[:1].lower() + second[1:]}"
-        if len(joined.split()) <= max_words:
-            text = joined
-    return as_question(text)
+    if style.add_focus:
+        text = _add_focus(text, phrases, patient, max_words)
+    # a question that cannot be shortened by dropping words is asked about the message's focus, never cut
+    return _finish(text, max_words) or _from_focus(chosen, phrases, patient, max_words)
 
 
-_END_MARKS = re.compile(r"[?.!,\s]+$")
-JOIN_BELOW = 8     # a short question takes the next question with it ("..., and will it affect ...?")
+def _finish(text: str, max_words: int) -> str | None:
+    short = fit(_their(text), max_words)
+    return as_question(short) if short else None
 
 
-def _follow_up(chosen: Sentence, sentences: list[Sentence]) -> Sentence | None:
-    after = [s for s in sentences if s.index > chosen.index and s.kind != "pleasantry"]
-    if after and after[0].kind == "question" and not after[0].generic:
-        return after[0]
-    return None
+def _their(text: str) -> str:
+    """'What should the patient do for the patient's pain?' -> '... for their pain?'."""
+    first = re.search(r"\bthe patient\b", text, re.I)
+    if not first:
+        return text
+    return text[:first.end()] + re.sub(r"\bthe patient's\b", "their", text[first.end():])
 
 
-def _rewrite(chosen: Sentence, phrases: list[Phrase], patient: Patient, third_person: bool, past: bool) -> str:
+def _rewrite(chosen: Sentence, phrases: list[Phrase], patient: Patient, style: Style, past: bool,
+             max_words: int) -> str:
     text, embedded = strip_request(chosen.text)
-    text = drop_fillers(text)
+    text = drop_side_clauses(drop_fillers(text), max_words)
     if embedded:
         text = invert(text, past)
     text = re.sub(r"\bbe cause by\b", "be caused by", text, flags=re.I)
     text = _EMBEDDED_WH.sub(r"\1 \3 \2", text)
+    text = _WHAT_IS_MEAN.sub(r"what does \1 \2", text)
+    earlier = [p for p in phrases if p.sentence < chosen.index]
+    text = _concern_as_sign(text, earlier, patient)
     if not patient.writer:
         text = _relative_writer(text, patient)
-    earlier = [p for p in phrases if p.sentence < chosen.index]
-    if chosen.clinical < 2:
+    if chosen.clinical < 2 and style.fill_vague:
         text = _fill_slots(text, earlier, patient)
-    text = necessity(passive(text))
-    if third_person:
+    if style.passive:
+        text = necessity(passive(text))
+    if style.third_person:
         text = to_third_person(text, patient)
     return text.replace(PATIENT, patient.subject)
+
+
+def _concern_as_sign(text: str, earlier: list[Phrase], patient: Patient) -> str:
+    """'Should I be concerned about a stroke?' after dizziness -> 'Could my dizziness be a sign of a stroke?': the
+    worry asked about the complaint that raised it."""
+    m = _CONCERN_IDIOM.match(text)
+    if not m or CONDITION not in set(tag_words(text[m.end():].split())):
+        return text
+    symptoms = nearest(earlier, SYMPTOM_KINDS, limit=2, max_words=5)
+    if not symptoms:
+        return text
+    return f"could {_possessive(patient)} {join_phrases(symptoms)} be a sign of {text[m.end():]}"
 
 
 def _relative_writer(text: str, patient: Patient) -> str:
@@ -185,8 +222,11 @@ def _fill_slots(text: str, earlier: list[Phrase], patient: Patient) -> str:
     m = _SLOT.search(text)
     first = re.search(r"\b(?:this|that|these|them|it)\b", text, re.I)
     if m and first and first.start() == m.start():     # "Is this fall normal, or is it ...": 'it' has its noun
-        kinds = ANY_KINDS if _EXPLAINED.match(text[m.start():]) else FOCUS_KINDS
-        found = _symptoms_first(nearest(fresh, kinds, limit=3, max_words=6))
+        if _DONE_TO.match(text[m.end():]):      # "Is that necessary?": a procedure, test or drug
+            found = nearest(fresh, (PROCEDURE, TEST, DRUG), limit=1, max_words=4, last=True)
+        else:
+            kinds = ANY_KINDS if _EXPLAINED.match(text[m.start():]) else FOCUS_KINDS
+            found = _symptoms_first(nearest(fresh, kinds, limit=3, max_words=6))
         if found:
             return text[:m.start()] + f"{poss} {join_phrases(found)}" + text[m.end():]
     return text
@@ -204,15 +244,19 @@ def _possessive(patient: Patient) -> str:
 
 def _add_focus(text: str, phrases: list[Phrase], patient: Patient, max_words: int) -> str:
     """A question that names no symptom or condition ('Should he go back to the ER?') gets the message's main
-    complaint ('... for his vomiting and diarrhea?') when that fits."""
-    if (set(tag_words(text.split())) & {SYMPTOM, CONDITION, MEASURE, BODY} or clinical_count(text)
+    complaint ('... for his vomiting and diarrhea?') when that fits; not one still saying 'it' or 'that', which
+    names its own subject."""
+    if (set(tag_words(text.split())) & {SYMPTOM, CONDITION, MEASURE, BODY}
+            or re.search(r"\b(?:it|this|that|these|them)\b", text, re.I)
             or re.match(r"^\W*(?:what|which) (?:is|are)\b", text, re.I)):
         return text
-    focus = rank_focus(phrases, FOCUS_KINDS, limit=1, max_words=5)
-    if not focus:
+    focus = rank_focus(phrases, (SYMPTOM, CONDITION, FINDING), limit=1, max_words=5)   # a measure alone
+    if not focus:                                                                       # names no complaint
         return text
     poss = "their" if patient.gender is None and re.search(r"\bthe patient\b", text, re.I) else patient.possessive
-    addition = f" for {poss} {join_phrases(focus)}"
+    # an event the question follows ('after her stroke'), else a complaint it is about ('for her cough')
+    after = focus[0].head in EVENT_HEADS or focus[0].kind == PROCEDURE
+    addition = f" {'after' if after else 'for'} {poss} {join_phrases(focus)}"
     base = re.sub(r"[?.!\s]+$", "", text)
     return base + addition if len((base + addition).split()) <= max_words else text
 
@@ -249,22 +293,31 @@ def _from_focus(chosen: Sentence | None, phrases: list[Phrase], patient: Patient
         return as_question({MANAGE: f"What should {patient.subject} do next",
                             CONCERN: f"How serious is {poss} condition"}.get(intent, f"What is wrong with "
                                                                                      f"{patient.object}"))
+    for n in range(len(focus), 0, -1):      # fewer complaints until the question fits
+        question = _template(intent, focus[:n], chosen, phrases, patient)
+        done = _finish(_after_event(question, focus[:n], phrases, max_words), max_words)
+        if done:
+            return done
+    return as_question(f"What is wrong with {patient.object}")
+
+
+def _template(intent: str, focus: list[Phrase], chosen: Sentence | None, phrases: list[Phrase],
+              patient: Patient) -> str:
+    poss = patient.possessive
     what = join_phrases(focus)
     symptoms = focus[0].kind == SYMPTOM
     be = "are" if " and " in what else "is"
     if intent == MANAGE and chosen is not None and _TO_DO.search(chosen.text):
-        question = f"What should {patient.subject} do for {poss} {what}"
-    elif intent == MANAGE:
-        question = f"How should {poss} {what} be treated"
-    elif intent == CONCERN:
-        question = f"How serious {be} {poss} {what}"
-    elif intent == IDENTIFY and not symptoms:
-        question = f"What could {poss} {what} be"
-    elif symptoms:
-        question = f"What is causing {poss} {what}"
-    else:
-        question = _condition_question(focus, phrases, patient)
-    return as_question(fit(_after_event(question, focus, phrases, max_words), max_words))
+        return f"What should {patient.subject} do for {poss} {what}"
+    if intent == MANAGE:
+        return f"How should {poss} {what} be treated"
+    if intent == CONCERN:
+        return f"How serious {be} {poss} {what}"
+    if intent == IDENTIFY and not symptoms:
+        return f"What could {poss} {what} be"
+    if symptoms:
+        return f"What is causing {poss} {what}"
+    return _condition_question(focus, phrases, patient)
 
 
 def _condition_question(focus: list[Phrase], phrases: list[Phrase], patient: Patient) -> str:

@@ -23,10 +23,13 @@ from programs.archehr.offline.question_lexicon import (
     SYMPTOM,
     TEST,
     WEAK,
+    WORDS_OF_KINDS,
     canonical,
     tag_words,
 )
 
+_LEAD_MARKS = ".,;:!?()[]{}\"'*~`<>=+_-"
+_TRAIL_MARKS = ".,;:!?()[]{}\"*~`<>=+_"
 FINDING = "finding"       # a modifier on a body part or measure: "enlarged spleen", "low blood pressure"
 # Words that may sit inside a phrase between two clinical words ("pain in his chest", "spleen and kidney").
 _JOINERS = {"and", "&", "of", "in", "the", "his", "her", "my", "their", "from", "with", "on", "/", "to", "a"}
@@ -55,7 +58,7 @@ def phrases_of(sentence: str, index: int = 0) -> list[Phrase]:
     """Runs of clinical words in `sentence` naming a symptom, condition, procedure, test, drug, measurement or a
     finding (a modifier on a body part); joiners are kept only between clinical words."""
     words = [w for w in re.split(r"\s+", sentence) if w]
-    clean = [re.sub(r"^[^\w&/]+|[^\w&/'-]+$", "", w) for w in words]
+    clean = [w.lstrip(_LEAD_MARKS).rstrip(_TRAIL_MARKS) for w in words]
     kinds = tag_words(clean)
     out: list[Phrase] = []
     i = 0
@@ -147,20 +150,21 @@ def strip_possessive(phrase: str) -> str:
     return re.sub(r"^(?:his|her|my|their|the|a|an)\s+", "", phrase, flags=re.I)
 
 
+_AS_NOUN = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, AS_NOUN), key=len, reverse=True)) + r")\b")
+
+
 def as_named(phrase: str) -> str:
     """A phrase as a clinician names it: symptom adjectives as nouns ('weak' -> 'weakness'), lower case except
     acronyms ('AKI')."""
     words = strip_possessive(phrase).split()
     words = [w if (w.isupper() and len(w) > 1) else w.lower() for w in words]
-    text = " ".join(words)
-    for adjective, noun in AS_NOUN.items():
-        text = re.sub(rf"\b{re.escape(adjective)}\b", noun, text)
-    return text
+    return _AS_NOUN.sub(lambda m: AS_NOUN[m.group(0)], " ".join(words))
 
 
 def rank_focus(phrases: list[Phrase], kinds: tuple[str, ...], limit: int, max_words: int) -> list[Phrase]:
     """The message's main complaints of the wanted kinds: phrases whose head word the message repeats most
-    ('pain' told three ways), then the earliest; one phrase per head (its longest wording), in reading order."""
+    ('pain' told three ways), then the latest (the complaint that brought the question); one phrase per head (its
+    longest wording), in reading order."""
     wanted = [p for p in phrases if p.kind in kinds and p.heads and not p.negated]
     if not wanted:
         return []
@@ -170,7 +174,7 @@ def rank_focus(phrases: list[Phrase], kinds: tuple[str, ...], limit: int, max_wo
         best = by_head.get(p.head)
         if best is None or (len(p.text.split()) > len(best.text.split()) and len(p.text.split()) <= 5):
             by_head[p.head] = p
-    ranked = sorted(by_head.values(), key=lambda p: (-mentions[p.head], p.sentence))
+    ranked = sorted(by_head.values(), key=lambda p: (-mentions[p.head], -p.sentence))
     return _within(ranked, limit, max_words)
 
 
@@ -193,11 +197,20 @@ def _within(phrases: list[Phrase], limit: int, max_words: int) -> list[Phrase]:
     named: set[str] = set()
     words = 0
     for p in phrases:
-        if len(p.text.split()) > max_words - words and p.core and p.core != p.text:
+        room = max_words - words
+        if len(p.text.split()) > room and p.core and p.core != p.text:
             p = replace(p, text=p.core)
+        if len(p.text.split()) > room and re.search(r"\s(?:and|&)\s", p.text):
+            p = replace(p, text=_leading_parts(p.text, room))
+        if p.head in named:
+            continue
+        parts = [t for t in re.split(r"\s+(?:and|&)\s+", p.text) if not {singular(w) for w in t.lower().split()}
+                 & named & _HEAD_WORDS]     # "fever and headache" after "high fever": only "headache"
+        if parts and len(parts) < len(re.split(r"\s+(?:and|&)\s+", p.text)):
+            p = replace(p, text=" and ".join(parts))
         key = as_named(p.text)
         n = len(key.split())
-        if p.head in named or words + n > max_words:
+        if words + n > max_words:
             continue
         chosen.append(p)
         named |= {singular(w) for w in key.lower().split()}
@@ -207,11 +220,30 @@ def _within(phrases: list[Phrase], limit: int, max_words: int) -> list[Phrase]:
     return sorted(chosen, key=lambda p: p.sentence)
 
 
+_HEAD_WORDS = {singular(w) for w in WORDS_OF_KINDS}
+
+
+def _leading_parts(text: str, room: int) -> str:
+    """'rash on the arms and a high fever' in 5 words -> 'rash on the arms': whole items of a list only."""
+    kept: list[str] = []
+    for part in re.split(r"\s+(?:and|&)\s+", text):
+        if len(" and ".join(kept + [part]).split()) > room:
+            break
+        kept.append(part)
+    return " and ".join(kept) if kept else text
+
+
 def join_phrases(phrases: list[Phrase]) -> str:
-    texts = [as_named(p.text) for p in phrases]
-    if len(texts) <= 1:
-        return "".join(texts)
-    return ", ".join(texts[:-1]) + " and " + texts[-1]
+    """'cough', 'fever and headache' -> 'cough, fever and headache': one list, each item named once."""
+    items: list[str] = []
+    for p in phrases:
+        for part in re.split(r"\s+(?:and|&)\s+", as_named(p.text)):
+            part = strip_possessive(part)
+            if part and part not in items:
+                items.append(part)
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
 
 
 SYMPTOM_KINDS = (SYMPTOM,)

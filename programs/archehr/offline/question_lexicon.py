@@ -42,12 +42,12 @@ _TERMS: dict[str, str] = {
         deficiency cardiomyopathy malfunction bronchopneumonia cholangiocarcinoma metastatic metastasis
         hyperplasticity genotype hemorrhoids migraine gout""",
     PROCEDURE: """surgery surgeries operation op transplant replacement stent stents stint catheterization cath
-        angioplasty angioplast biopsy endoscopy colonoscopy ercp dialysis transfusion intubation intubated ventilator
+        angioplasty angioplast ercp dialysis transfusion intubation intubated ventilator
         ventilation resuscitation
         resuscitated chemo chemotherapy radiation iodine bypass amputation pacemaker puncture drain tube procedure
         treatment therapy colostomy ligation removal repair ablation cardioversion induction""",
     TEST: """ct scan scans mri x-ray xray ultrasound echo echocardiogram ekg ecg eeg eus tests test urinalysis bloodwork
-        sonography""",
+        sonography biopsy endoscopy colonoscopy""",
     DRUG: """antibiotics antibiotic morphine aspirin asa warfarin coumadin lasix furosemide insulin steroids
         steroid prednisone haldol keppra lamictal ativan nardil metronidazole sevelamer lactulose oxycodone opioid
         opioids narcotics sedative sedatives sedated medication medications medicine medicines meds pills pill
@@ -95,14 +95,17 @@ _PHRASES: dict[str, str] = {
 _SUFFIX_KINDS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(itis|osis|emia|aemia|oma|pathy|algia|plegia|penia|cytosis|trophy|uria|rrhea|rrhoea)$"),
      CONDITION),
-    (re.compile(r"(ectomy|otomy|ostomy|scopy|plasty|centesis)$"), PROCEDURE),
-    (re.compile(r"(graphy|gram)$"), TEST),
+    (re.compile(r"(ectomy|otomy|ostomy|plasty)$"), PROCEDURE),
+    (re.compile(r"(graphy|gram|scopy|centesis)$"), TEST),
     (re.compile(r"(cillin|mycin|floxacin|prazole|olol|pril|sartan|statin|dipine|azepam|oxacin|vir|mab|parin)$"),
      DRUG),
 ]
 
 _WORD_KIND: dict[str, str] = {w: kind for kind, words in _TERMS.items() for w in words.split()}
 _MAX_PHRASE = max(len(p.split()) for p in _PHRASES)
+_PHRASE_STARTS = {p.split()[0] for p in _PHRASES}
+# Words that name a symptom, condition, procedure, test, drug or measurement (not body parts or modifiers).
+WORDS_OF_KINDS = frozenset(w for w, kind in _WORD_KIND.items() if kind in HEADS)
 # Heads that name no particular thing: "kindly suggest treatment" asks nothing clinical by itself.
 WEAK = {"treatment", "therapy", "procedure", "medication", "medications", "medicine", "medicines", "meds", "pill",
         "pills", "drug", "drugs", "dose", "dosage", "test", "tests", "disease", "disorder", "damage", "recovery",
@@ -160,6 +163,9 @@ def tag_words(words: list[str]) -> list[str | None]:
     kinds = [word_kind(w) for w in words]
     i = 0
     while i < len(words):
+        if lowered[i] not in _PHRASE_STARTS:
+            i += 1
+            continue
         for n in range(min(_MAX_PHRASE, len(words) - i), 1, -1):
             kind = _PHRASES.get(" ".join(lowered[i:i + n]))
             if kind:
@@ -192,7 +198,8 @@ AS_NOUN = {"weak": "weakness", "confused": "confusion", "dizzy": "dizziness", "s
            "forgetfulness", "short of breath": "shortness of breath", "coughing": "cough", "sore": "soreness",
            "unconscious": "unconsciousness", "intubated": "intubation", "sedated": "sedation",
            "resuscitated": "resuscitation", "infertile": "infertility", "bled": "bleeding",
-           "passed out": "fainting", "overdosed": "overdose", "vomitting": "vomiting"}
+           "passed out": "fainting", "losing weight": "weight loss", "loosing weight": "weight loss",
+           "losing strength": "loss of strength", "overdosed": "overdose", "vomitting": "vomiting"}
 
 # Conditions that happen at a time, so a question can say "after" them ("after the overdose").
 EVENT_HEADS = {"overdose", "accident", "fall", "attack", "stroke", "strokes", "arrest", "injury", "injuries",

@@ -18,7 +18,6 @@ from programs.archehr.offline.question_lexicon import (
     HEADS,
     SIGN_OFF,
     THANKS,
-    body_count,
     clinical_count,
     tag_words,
 )
@@ -69,12 +68,13 @@ _GENERIC = re.compile(
     r"should (?:I|we) (?:all )?(?:be )?(?:worried|concerned|worry|panic|freaking out)(?=\W*$|,? or not| as | "
     r"because | since )|do (?:I|we) (?:have|need) to worry(?=\W*$| as | because | since )|"
     r"what (?:else )?(?:should|can|do) (?:I|we) (?:do|be looking for|look for|expect)|what do ido|what to do|"
-    r"what (?:would|do) you recommend|what (?:is|are) (?:the )?next steps?|how (?:to|can I|can we) (?:help|proceed)|"
+    r"what (?:would|do) you recommend|what (?:is|are) (?:the )?next steps?|what now|how (?:to|can I|can we) (?:help|proceed)|"
     r"(?:suggest|advi[cs]e)(?: me| us)?(?: for| on| about)?(?: (?:the )?treatment| what to do)?|"
     r"what (?:treatment|medicine|medication)s? (?:should|can|do) (?:I|we|he|she)|"
     r"kindly (?:suggest|advi[cs]e)|what (?:else )?(?:could|can|might) (?:it|this|that) be)\b", re.I)
 _MANAGE = re.compile(r"\b(?:recommend|(?:should|can|do|must) (?:I|we|he|she) do|to do|ido|advi[cs]e|suggest|"
                      r"treatment|remedy|medicine|medication|next steps?|proceed)\b", re.I)
+_CAUSE = re.compile(r"\b(?:reason|cause|why|wrong|going on|might be|could be)\b", re.I)
 _CONCERN = re.compile(r"\b(?:normal|possible|serious|concern\w*|worr\w*|freak\w*|danger\w*|bad|ok|okay|panic)\b",
                       re.I)
 _IDENTIFY = re.compile(r"\b(?:what (?:could|might|can) (?:this|it|that) be|what (?:this|it) (?:might|could) be|"
@@ -162,12 +162,13 @@ def _question(text: str, index: int, clinical: int) -> Sentence:
     body = re.sub(r"^[\W_]+", "", text)
     lead = REQUEST_LEAD.match(body)
     opinion_only = bool(_GENERIC.match(body) or lead and _GENERIC.match(body[lead.end():]))
-    generic = clinical == 0 and (opinion_only or body_count(text) == 0 and _is_vague(text))
-    if _IDENTIFY.search(text):
+    generic = clinical == 0 and opinion_only
+    asked = body[lead.end():] if lead and lead.end() < len(body) else body   # "please suggest what could be..."
+    if _IDENTIFY.search(asked):
         intent = IDENTIFY
-    elif _MANAGE.search(text):
+    elif _MANAGE.search(asked) or asked is not body and _MANAGE.search(body) and not _CAUSE.search(asked):
         intent = MANAGE
-    elif _CONCERN.search(text):
+    elif _CONCERN.search(asked):
         intent = CONCERN
     else:
         intent = CAUSE
@@ -179,12 +180,7 @@ def names_anything(text: str) -> bool:
     return any(k in HEADS or k == BODY for k in tag_words(text.split()))
 
 
-def _is_vague(text: str) -> bool:
-    """A question of a few everyday words with nothing to fill in: 'Can you help?', 'What now?'."""
-    return len(text.split()) <= 4 and not re.search(r"\b(?:this|that|it|them|these)\b", text, re.I)
-
-
-_WRITER_SUBJECT = re.compile(r"\b(?:can|could|should|do|must|may|shall) (?:I|we)\b|\b(?:I|we) (?:can|could|should|"
+_WRITER_SUBJECT = re.compile(r"\b(?:can|could|should|do|must|may|shall) (?:I|we)\b(?! give)|\b(?:I|we) (?:can|could|should|"
                              r"must|have to|need to)\b", re.I)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from programs.archehr.offline.question_lexicon import BODY, HEADS, tag_words
+from programs.archehr.offline.question_lexicon import HEADS, tag_words
 from programs.archehr.offline.question_pick import REQUEST_LEAD
 
 _DISCOURSE = re.compile(r"^(?:(?:so|but|and|also|now|ok|okay|well|then|fine|actually|anyway|plus|sir|doctor|dr|"
@@ -30,9 +30,6 @@ _SUBJECT_START = re.compile(r"^(?:he|she|it|this|that|these|they|there|the|his|h
 _SIDE_CLAUSE = re.compile(r",\s*(?:which|who|since|as|because|even though|although|though|while|when|after|"
                           r"before|but|so|and then|that is|i\.e\.|e\.g\.)\b[^,?]*", re.I)
 _PARENTHESES = re.compile(r"\s*\([^)]*\)")
-_TRAILING_FUNCTION = re.compile(r"(?:\s+(?:the|a|an|of|and|or|to|with|in|on|for|from|at|by|his|her|their|my|is|"
-                                r"are|was|were|be|that|which|if|as|so|because|but|this|these|very|so|any|some|"
-                                r"about|can|could|would|will|should|has|have|had|do|does|did|not|&))+$", re.I)
 _DROPPABLE = {"very", "so", "too", "quite", "extremely", "some", "any", "completely", "always", "still", "ever",
               "also", "even", "currently", "recently", "sometimes", "again", "already", "only", "much", "many",
               "lot", "lots", "alot", "suddenly", "possibly", "probably", "certain", "specific", "other", "such",
@@ -44,8 +41,8 @@ _CONDITIONAL = re.compile(r"^if\s+((?:\S+\s+){2,}?\S+?),?\s+((?:(?:why|how|what|
                           r"her|there)\b.*)$", re.I)
 # "Six weeks seems like forever, why can't he take pills?": the statement before the question goes.
 _LEADING_STATEMENT = re.compile(r"^(?!(?:why|what|how|when|where|which|who|can|could|should|is|are|was|were|do|does|"
-                                r"did|will|would|if)\b)[^,?]{3,},\s*(?=(?:why|what|how|when|where|which|can|could|"
-                                r"should|is|are|does|do|did|will|would)\b)", re.I)
+                                r"did|will|would|if)\b)[^,?]{3,},\s*(?=(?:why|what|how|when|where)\b|(?:is|are|does|"
+                                r"do|can|could|should|will|would) (?:it|this|that|there|I|he|she|we|they)\b)", re.I)
 # ", I thought antibiotics kill infections": the writer's own aside after the question.
 _WRITER_ASIDE = re.compile(r",?\s+(?:I|we) (?:thought|think|read|heard|was told|were told|know|knew|believe|"
                            r"understand|realize|guess)\b.*$", re.I)
@@ -106,7 +103,13 @@ def invert(text: str, past: bool = False) -> str:
     return text
 
 
+_TRAILING_SIGN_OFF = re.compile(r"[,.]?\s+(?:(?:do|please|pls|kindly)\s+)?(?:reply|respond|answer|help)(?: me| us)?"
+                                r"(?: asap| soon| quickly| fast)?\W*$|[,.]?\s+(?:many )?(?:thanks?|thank you|thankyou)\b.*$",
+                                re.I)
+
+
 def drop_fillers(text: str) -> str:
+    text = _TRAILING_SIGN_OFF.sub("", text)
     text = _FILLER.sub("", text)
     text = re.sub(r"\s+([,?.])", r"\1", text)
     text = re.sub(r",\s*,", ",", text)
@@ -117,29 +120,32 @@ def _clinical_weight(chunk: str) -> int:
     return sum(1 for k in tag_words(chunk.split()) if k in HEADS)
 
 
-def fit(text: str, max_words: int) -> str:
+def fit(text: str, max_words: int) -> str | None:
     """At most `max_words` words by dropping, in turn: parentheses, side clauses, the less clinical of two
-    alternatives or comma chunks, then modifiers; a last resort ends at the last clinical word that fits."""
+    alternatives or comma chunks, then modifiers and fillers; None when that is not enough (the caller asks about
+    the message's focus instead of cutting a sentence mid-way)."""
     text = " ".join(text.split())
     if _count(text) <= max_words:
         return text
-    text = _PARENTHESES.sub("", text)
-    if _count(text) <= max_words:
-        return text
-    for m in reversed(list(_SIDE_CLAUSE.finditer(text))):
-        if _count(text) <= max_words:
-            break
-        if _clinical_weight(m.group(0)) <= 1 or _count(text[:m.start()]) >= 5:
-            text = text[:m.start()] + text[m.end():]
+    text = drop_side_clauses(_PARENTHESES.sub("", text), max_words)
     if _count(text) <= max_words:
         return text
     text = _keep_clinical_chunks(text, max_words)
     if _count(text) <= max_words:
         return text
     words = [w for w in text.split() if w.lower().strip(",") not in _DROPPABLE]
-    if len(words) <= max_words:
-        return " ".join(words)
-    return _end_at_clinical(words, max_words)
+    return " ".join(words) if len(words) <= max_words else None
+
+
+def drop_side_clauses(text: str, max_words: int) -> str:
+    """Side clauses (', which ...', ', since ...'), last first, until `text` fits; one naming two or more clinical
+    things stays unless what is before it already makes a question of five words."""
+    for m in reversed(list(_SIDE_CLAUSE.finditer(text))):
+        if _count(text) <= max_words:
+            break
+        if _clinical_weight(m.group(0)) <= 1 or _count(text[:m.start()]) >= 5:
+            text = text[:m.start()] + text[m.end():]
+    return re.sub(r",\s*(?=(?:is|are|was|were|can|could|will|would|has|have|does|do)\b)", " ", text)
 
 
 def _count(text: str) -> int:
@@ -163,14 +169,3 @@ def _keep_clinical_chunks(text: str, max_words: int) -> str:
             total += n
     pieces = [head] + [rest[i] for i in sorted(keep)]
     return ", ".join(pieces).replace(", or ", " or ")
-
-
-def _end_at_clinical(words: list[str], max_words: int) -> str:
-    """The longest prefix within `max_words` that ends on a clinical word (a complete phrase), never on 'the',
-    'of', 'and'; without one, the prefix with trailing function words removed."""
-    window = words[:max_words]
-    kinds = tag_words([w.strip(",.;:!?") for w in window])
-    last = max((i for i, k in enumerate(kinds) if k in HEADS or k == BODY), default=-1)
-    if last >= max(3, max_words // 2):
-        window = window[: last + 1]
-    return _TRAILING_FUNCTION.sub("", " ".join(window).rstrip(",;:")).rstrip(",;:")

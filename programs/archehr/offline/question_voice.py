@@ -27,8 +27,8 @@ _OBJECT_PRONOUN = {"him": ("he", "was"), "her": ("she", "was"), "me": ("I", "was
 _OBJECT_END = {"out", "in", "on", "off", "up", "down", "back", "at", "to", "for", "with", "from", "when", "if",
                "because", "instead", "so", "without", "after", "before", "during", "first", "again",
                "since", "while", "until", "through", "into", "onto", "over", "like", "as", "but", "and"}
-_NECESSARY = re.compile(r"^(?:was|were|is|are)\s+(.+?)\s+(?:really\s+|truly\s+)?(?:necessary|needed|required|"
-                        r"warranted|justified)\b\W*$", re.I)
+_NECESSARY = re.compile(r"^(was|were|is|are)\s+(.+?)\s+(?:really\s+|truly\s+)?(?:necessary|needed|required|"
+                        r"warranted|justified)\b([^,;]*?)\W*$", re.I)
 
 
 def participle(verb: str) -> str:
@@ -51,9 +51,11 @@ def passive(text: str) -> str:
     wh, aux, verb, rest = m.group(1), m.group(2).lower(), m.group(3), m.group(4)
     words = rest.split()
     first = words[0].lower().strip(",.?!")
-    if first in _OBJECT_PRONOUN:
+    determiner = (first == "her" and len(words) > 1 and not words[0].endswith((",", "?", "."))
+                  and words[1].lower().strip(",.?!") not in _OBJECT_END)      # "her furosemide", not "her out"
+    if first in _OBJECT_PRONOUN and not determiner:
         subject, be = _OBJECT_PRONOUN[first]
-        tail = words[1:]
+        tail = ([","] if words[0].endswith(",") else []) + words[1:]
     else:
         n = 0
         while n < len(words) and n < 5 and words[n].lower().strip(",.?!") not in _OBJECT_END:
@@ -79,6 +81,4 @@ def necessity(text: str) -> str:
     m = _NECESSARY.match(text.strip())
     if not m:
         return text
-    thing = m.group(1)
-    be = "were" if re.match(r"(?:were|are)\b", text.strip(), re.I) else "was"
-    return f"Why {be} {thing} needed"
+    return f"Why {m.group(1).lower()} {m.group(2)} needed{m.group(3)}"
