@@ -1,8 +1,15 @@
-"""Ingestion: corpus -> chunks -> (skip ids already indexed) -> batched embeddings -> backend; resumable, idempotent."""
+"""Ingestion: corpus -> chunks -> (drop changed and removed documents, skip ids already indexed) -> batched
+embeddings -> backend; resumable, idempotent, one writer at a time.
+
+A backend that tracks documents (`stored_doc_hashes`, `remove_docs`, `record_doc_hashes`: the local index) gets a
+re-index of a changed corpus right: documents whose content hash changed, or that left the corpus, lose their old
+chunks before the new ones are embedded. A backend with a `writing()` context holds it for the whole ingest.
+"""
 
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -10,6 +17,7 @@ import numpy as np
 from tqdm import tqdm
 
 from retrieval.corpus import Chunk, CorpusSpec, corpus_hash, iter_chunks, resolve_paths
+from retrieval.documents import doc_hashes
 from retrieval.embed import Embedder
 from retrieval.passage import RetrievalError
 
@@ -22,7 +30,8 @@ class SearchBackend(Protocol):
 
 
 class IngestBackend(Protocol):
-    def prepare(self, corpus: str, corpus_hash: str) -> list[str]: ...  # what an interrupted ingest left, repaired
+    # what an interrupted ingest left, repaired; `reindex`: the overrides that index this corpus again
+    def prepare(self, corpus: str, corpus_hash: str, reindex: list[str] | None = None) -> list[str]: ...
     def existing_ids(self, ids: list[str]) -> set[str]: ...
     def add(self, chunks: list[Chunk], vectors: np.ndarray) -> None: ...
     def finalize(self) -> dict[str, Any]: ...
@@ -40,16 +49,37 @@ class IngestReport:
     finalize: dict[str, Any] | None = None
     duplicates_skipped: int = 0
     repaired: list[str] | None = None
+    changed_docs: int = 0      # documents whose content changed since they were indexed: old chunks removed
+    removed_docs: int = 0      # documents no longer in the corpus: their chunks removed
+    removed_chunks: int = 0
 
 
 def ingest(spec: CorpusSpec, backend: IngestBackend, embedder: Embedder, *, batch_size: int = 256,
-           progress: bool = True) -> IngestReport:
+           progress: bool = True, reindex: list[str] | None = None) -> IngestReport:
+    writing = getattr(backend, "writing", None)
+    with writing() if writing else nullcontext():
+        return _ingest(spec, backend, embedder, batch_size, progress, reindex)
+
+
+def _ingest(spec: CorpusSpec, backend: IngestBackend, embedder: Embedder, batch_size: int, progress: bool,
+            reindex: list[str] | None) -> IngestReport:
     start = time.perf_counter()
-    repaired = backend.prepare(spec.name, corpus_hash(resolve_paths(spec))) or []
+    files = resolve_paths(spec)
+    repaired = backend.prepare(spec.name, corpus_hash(files), reindex) or []
     duplicates: list[str] = []
     chunks = list(iter_chunks(spec, duplicates))
     seen: set[str] = set()
     unique = [c for c in chunks if not (c.id in seen or seen.add(c.id))]
+    current = doc_hashes(unique)
+    changed: list[str] = []
+    gone: list[str] = []
+    removed_chunks = 0
+    tracks = hasattr(backend, "stored_doc_hashes")
+    if tracks:
+        stored = backend.stored_doc_hashes(spec.name, current)
+        changed = [d for d, h in current.items() if d in stored and stored[d] != h]
+        gone = [d for d in stored if d not in current]
+        removed_chunks = backend.remove_docs(spec.name, changed + gone)
     added = skipped = failed = 0
     bar = tqdm(total=len(unique), desc=f"index {spec.name}", unit="chunk", disable=not progress)
     for i in range(0, len(unique), batch_size):
@@ -64,14 +94,16 @@ def ingest(spec: CorpusSpec, backend: IngestBackend, embedder: Embedder, *, batc
             added += len(new) - int(result or 0)
         bar.update(len(batch))
     bar.close()
+    if tracks:
+        backend.record_doc_hashes(spec.name, current)
     # Rebuild when something was added or anything lags behind the stored chunks (an interrupted finalize)
     lagging = backend.consistent()
-    final = backend.finalize() if added or lagging else None
-    if lagging and not added:
+    final = backend.finalize() if added or removed_chunks or lagging else None
+    if lagging and not added and not removed_chunks:
         # Nothing new, yet the derived files lag: an earlier finalize was interrupted (after an add they always lag).
         repaired.extend(lagging)
     still = backend.consistent()
     if still:
         raise RetrievalError(f"index {spec.name}: still inconsistent after the ingest ({'; '.join(still)})")
     return IngestReport(spec.name, len(unique), added, skipped, failed, time.perf_counter() - start, final,
-                        len(duplicates), repaired)
+                        len(duplicates), repaired, len(changed), len(gone), removed_chunks)

@@ -1,18 +1,26 @@
 """The embedded (offline, serverless) backend: FAISS dense ANN + bm25s BM25, fused, with text in SQLite.
 
 Layout of an index directory:
-    manifest.json   embedder name and dimension, corpora (hash), counts, index type
-    store.sqlite    chunks(vid, id, doc_id, title, text, source, metadata); vid = row order of the vectors
-    vectors.f32     all chunk vectors, float32, appended in vid order (the source of truth for rebuilds)
-    dense.faiss     exact inner product below `hnsw_threshold` chunks, HNSW above
-    bm25/           the bm25s index over the chunk texts
+    manifest.json   embedder name and dimension, corpora (hash), how to re-index each, counts, generation, index type
+    store.sqlite    chunks(vid, id, doc_id, title, text, source, metadata): the live chunks; vid = row of vectors.f32
+                    docs(corpus, doc_id, hash): each indexed document's content hash (retrieval/documents.py)
+                    meta: `generation` (bumped by every change of the chunks) and `next_vid`
+    vectors.f32     chunk vectors, float32, appended in vid order; rows of replaced chunks stay, unreferenced
+    dense.faiss     vid-mapped FAISS: exact inner product below `hnsw_threshold` chunks, HNSW above
+    bm25/           the bm25s index over the live chunk texts, with vids.npy (BM25 position -> vid)
+    index.lock      held by the one `task=index` writing the folder (retrieval/index_lock.py)
+
+Changed corpora: a document whose content hash differs from the recorded one, or that left the corpus, has its
+chunks deleted (one transaction, with its hash) before the new chunks are added; the hashes are recorded after the
+last add. A crash anywhere leaves documents without a recorded hash, and those are compared by the hash of their
+stored chunks on the next ingest, so stale text is never kept.
 
 Crash consistency: `add` inserts the rows, appends the vectors, then commits, so a crash leaves either nothing or
-vectors beyond the committed rows; `reconcile` (run by every ingest) cuts vectors.f32 back to the committed rows (or
+vectors beyond the committed rows; `reconcile` (run by every ingest) cuts vectors.f32 back to `next_vid` (or
 drops rows whose vectors a truncated file lost, so they are added again). `finalize` writes dense.faiss, bm25/ and
-the manifest each to a temporary name and renames it; the manifest's `count` is the commit marker. Every ingest ends
-with `consistent()` and rebuilds what lags; opening an index for search checks the counts and names the command that
-repairs it instead of failing inside FAISS, bm25s or SQLite.
+the manifest each to a temporary name and renames it; the manifest's `count` and `generation` are the commit
+marker. Every ingest ends with `consistent()` and rebuilds what lags; opening an index for search checks the counts
+and names the command that repairs it instead of failing inside FAISS, bm25s or SQLite.
 """
 
 from __future__ import annotations
@@ -28,15 +36,19 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from retrieval.corpus import Chunk
+from retrieval.documents import chunk_number, chunk_prefix, doc_hash
 from retrieval.embed import Embedder
+from retrieval.index_lock import describe, holder, index_lock
 from retrieval.passage import Passage, RetrievalError
+from retrieval.repair_command import repair_command
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +56,14 @@ ROOT = Path(__file__).resolve().parents[1]
 # bm25s' numba kernels that `retrieve` compiles; their dispatchers get numba's on-disk cache (bm25s sets no cache=True).
 NUMBA_MODULES = ("bm25s.numba.selection", "bm25s.numba.retrieve_utils")
 
-SCHEMA = """CREATE TABLE IF NOT EXISTS chunks (
-    vid INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, doc_id TEXT, title TEXT, text TEXT, source TEXT, metadata TEXT)"""
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS chunks (
+    vid INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, doc_id TEXT, title TEXT, text TEXT, source TEXT, metadata TEXT)""",
+    # Added for document tracking; an index built before them gets them empty (see stored_doc_hashes).
+    "CREATE TABLE IF NOT EXISTS docs (corpus TEXT NOT NULL, doc_id TEXT NOT NULL, hash TEXT NOT NULL, "
+    "PRIMARY KEY (corpus, doc_id))",
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+)
 
 
 def numba_cache_dir() -> Path:
@@ -121,20 +139,27 @@ def alpha_fuse(dense: dict[int, float], sparse: dict[int, float], alpha: float) 
 
 
 def build_dense_index(vectors: np.ndarray, *, hnsw_threshold: int, hnsw_m: int = 32, ef_construction: int = 128,
-                      ef_search: int = 128):
-    """Exact inner product up to `hnsw_threshold` vectors (fast enough, perfect recall), FAISS HNSW above."""
+                      ef_search: int = 128, ids: np.ndarray | None = None):
+    """Exact inner product up to `hnsw_threshold` vectors (fast enough, perfect recall), FAISS HNSW above. With `ids`,
+    wrapped in an IndexIDMap so that search returns those ids (an index's vids, with gaps where chunks were replaced)."""
     import faiss
 
     n, dim = vectors.shape
     if n > hnsw_threshold:
-        index = faiss.IndexHNSWFlat(dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = ef_construction
+        inner = faiss.IndexHNSWFlat(dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        inner.hnsw.efConstruction = ef_construction
+        kind = f"hnsw(M={hnsw_m})"
+    else:
+        inner, kind = faiss.IndexFlatIP(dim), "exact"
+    if ids is None:
+        index = inner
         index.add(vectors)
-        index.hnsw.efSearch = ef_search
-        return index, f"hnsw(M={hnsw_m})"
-    index = faiss.IndexFlatIP(dim)
-    index.add(vectors)
-    return index, "exact"
+    else:
+        index = faiss.IndexIDMap(inner)
+        index.add_with_ids(vectors, np.ascontiguousarray(ids, dtype=np.int64))
+    if n > hnsw_threshold:
+        inner.hnsw.efSearch = ef_search
+    return index, kind
 
 
 class LocalIndex:
@@ -155,6 +180,7 @@ class LocalIndex:
         bm25_backend: str = "numba",
         stemmer: str | None = "english",
         numba_cache: bool = True,             # keep bm25s' compiled kernels on disk (see enable_numba_cache)
+        lock_timeout_s: float = 3600.0,       # a second task=index waits this long for the first, then refuses
     ) -> None:
         if mode not in ("hybrid", "dense", "bm25") or fusion not in ("rrf", "alpha"):
             raise RetrievalError(f"retriever: mode must be hybrid|dense|bm25 and fusion rrf|alpha, not {mode}/{fusion}")
@@ -165,10 +191,12 @@ class LocalIndex:
         self.ef_construction, self.ef_search = ef_construction, ef_search
         self.bm25_backend, self.stemmer_name = bm25_backend, stemmer
         self.numba_cache = numba_cache
+        self.lock_timeout_s = lock_timeout_s
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         self._dense = None
         self._bm25 = None
+        self._bm25_vids: np.ndarray | None = None  # BM25 position -> vid; None: an index built before vid maps
         self._manifest: dict[str, Any] | None = None
 
     # ---------------------------------------------------------------- manifest and storage
@@ -193,8 +221,15 @@ class LocalIndex:
         return self._manifest
 
     def _repair_hint(self) -> str:
-        corpora = " ".join(f"corpus={c}" for c in (self._manifest or {}).get("corpora", {})) or "corpus=..."
-        return f"`python main.py task=index {corpora} index_dir={self.path}` repairs it (or remove the folder and re-index)"
+        """The commands that rebuild this index: one `task=index` per corpus, with the overrides recorded when it
+        was indexed (a corpus named with corpus.name=... is only reproduced by its own overrides)."""
+        manifest = self._manifest or {}
+        recorded = manifest.get("reindex") or {}
+        commands = [repair_command(recorded.get(name), name, self.path) for name in manifest.get("corpora", {})]
+        if not commands:
+            commands = [repair_command(None, None, self.path)]
+        runs = " then ".join(f"`{c}`" for c in commands)
+        return f"{runs} repairs it (or remove the folder and re-index)"
 
     def check_embedder(self) -> None:
         m = self.manifest()
@@ -211,7 +246,9 @@ class LocalIndex:
             self.path.mkdir(parents=True, exist_ok=True)
             try:
                 self._db = sqlite3.connect(store, check_same_thread=False)
-                self._db.execute(SCHEMA)
+                for statement in SCHEMA:
+                    self._db.execute(statement)
+                self._db.commit()
             except sqlite3.DatabaseError as exc:
                 self._db = None
                 raise RetrievalError(f"{store}: not a readable SQLite store ({exc}); {self._repair_hint()}") from None
@@ -221,37 +258,71 @@ class LocalIndex:
         path = self.path / "vectors.f32"
         return path.stat().st_size // (4 * int(self.manifest()["dim"])) if path.exists() else 0
 
+    @staticmethod
+    def _meta(db: sqlite3.Connection, key: str) -> int | None:
+        row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return int(row[0]) if row else None
+
+    @staticmethod
+    def _set_meta(db: sqlite3.Connection, key: str, value: int) -> None:
+        db.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value))
+
+    def _next_vid(self, db: sqlite3.Connection) -> int:
+        """The vid (and vectors.f32 row) of the next chunk added. Vids are never reused, so a process that opened
+        the index before a re-index never maps an old vector to a new text."""
+        recorded = self._meta(db, "next_vid")
+        if recorded is not None:
+            return recorded
+        return int(db.execute("SELECT COALESCE(MAX(vid) + 1, 0) FROM chunks").fetchone()[0])  # an older index
+
+    def _bump_generation(self, db: sqlite3.Connection) -> None:
+        """Inside the transaction that changes the chunks: the derived files now lag until `finalize`."""
+        self._set_meta(db, "generation", (self._meta(db, "generation") or 0) + 1)
+
+    def generation(self) -> int:
+        with self._lock:
+            return self._meta(self._conn(), "generation") or 0
+
     def reconcile(self) -> list[str]:
-        """Finish or undo a write phase a crash interrupted: make vectors.f32 and store.sqlite hold the same rows."""
+        """Finish or undo a write phase a crash interrupted: make vectors.f32 hold exactly the rows up to next_vid."""
         repaired: list[str] = []
         with self._lock:
             db = self._conn(create=True)
-            rows = int(db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+            end = self._next_vid(db)
             path, row_bytes = self.path / "vectors.f32", 4 * int(self.manifest()["dim"])
             size = path.stat().st_size if path.exists() else 0
-            if size > rows * row_bytes:  # vectors appended, then the commit of their rows was lost
+            if size > end * row_bytes:  # vectors appended, then the commit of their rows was lost
                 with path.open("r+b") as fh:
-                    fh.truncate(rows * row_bytes)
+                    fh.truncate(end * row_bytes)
                     fh.flush()
                     os.fsync(fh.fileno())
-                repaired.append(f"vectors.f32 cut back from {size / row_bytes:g} to the {rows} committed rows")
-            elif size < rows * row_bytes:  # a truncated vectors file: those rows are added again
+                repaired.append(f"vectors.f32 cut back from {size / row_bytes:g} to the {end} committed rows")
+            elif size < end * row_bytes:  # a truncated vectors file: those rows are added again
                 keep = size // row_bytes
+                lost = int(db.execute("SELECT COUNT(*) FROM chunks WHERE vid >= ?", (keep,)).fetchone()[0])
                 db.execute("DELETE FROM chunks WHERE vid >= ?", (keep,))
+                self._set_meta(db, "next_vid", keep)
+                self._bump_generation(db)
                 db.commit()
                 with path.open("r+b") if path.exists() else path.open("wb") as fh:
                     fh.truncate(keep * row_bytes)
-                repaired.append(f"store.sqlite rows {keep}..{rows - 1} had no vectors: removed, they are re-added")
+                repaired.append(f"store.sqlite rows {keep}..{end - 1} had no vectors: {lost} chunks removed, they "
+                                "are re-added")
         return repaired
 
     def consistent(self) -> list[str]:
         """What lags behind the stored rows (empty when manifest, store, vectors, FAISS and BM25 agree)."""
         n = self.count()
+        with self._lock:
+            end = self._next_vid(self._conn())
         lagging = []
         if int(self.manifest().get("count", -1)) != n:
             lagging.append(f"manifest says {self.manifest().get('count')} chunks, store.sqlite holds {n}")
-        if self._vector_rows() != n:
-            lagging.append(f"vectors.f32 holds {self._vector_rows()} rows, store.sqlite {n}")
+        elif int(self.manifest().get("generation", 0)) != self.generation():
+            lagging.append(f"store.sqlite changed (generation {self.generation()}) after the dense and BM25 indexes "
+                           f"were built (generation {self.manifest().get('generation', 0)})")
+        if self._vector_rows() != end:
+            lagging.append(f"vectors.f32 holds {self._vector_rows()} rows, store.sqlite {end}")
         if not (self.path / "dense.faiss").exists():
             lagging.append("dense.faiss is missing")
         bm25_params = self.path / "bm25" / "params.index.json"
@@ -269,8 +340,19 @@ class LocalIndex:
             return int(self._conn().execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
 
     # ---------------------------------------------------------------- ingestion
-    def prepare(self, corpus: str, corpus_hash: str) -> list[str]:
-        """Create or reopen the index for ingestion; refuse to mix embedders."""
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the folder's write lock for one ingest (a second task=index waits, see retrieval/index_lock.py),
+        and read everything afresh once it is held: another writer may have changed the index meanwhile."""
+        with index_lock(self.path, self.lock_timeout_s):
+            self._manifest = None
+            self._dense = self._bm25 = self._bm25_vids = None
+            yield
+
+    def prepare(self, corpus: str, corpus_hash: str, reindex: list[str] | None = None) -> list[str]:
+        """Create or reopen the index for ingestion; refuse to mix embedders. `reindex` is the overrides that
+        index this corpus again (what a repair hint prints)."""
+        self._manifest = None  # what is on disk now, not what this object read before
         if self.manifest_path.exists():
             self.check_embedder()
         else:
@@ -278,7 +360,66 @@ class LocalIndex:
             self._manifest = {"embedder": self.embedder.name, "dim": self.embedder.dim, "corpora": {}, "count": 0}
             self._write_manifest()
         self.manifest()["corpora"][corpus] = corpus_hash
+        if reindex is not None:
+            self.manifest().setdefault("reindex", {})[corpus] = reindex
         return self.reconcile()
+
+    def _stored_chunks(self, db: sqlite3.Connection, corpus: str, doc_id: str | None) -> dict[str, list[Chunk]]:
+        """The stored chunks of one document (or, with doc_id None, of every document of the corpus) by doc id."""
+        if doc_id is None:
+            low, high = f"{corpus}:", f"{corpus};"  # ';' follows ':': every id that starts with "corpus:"
+        else:
+            low = chunk_prefix(corpus, doc_id)
+            high = low[:-1] + "$"  # '$' follows '#'
+        out: dict[str, list[Chunk]] = {}
+        for cid, doc, title, text, source, meta in db.execute(
+                "SELECT id, doc_id, title, text, source, metadata FROM chunks WHERE id >= ? AND id < ?", (low, high)):
+            if doc is None or chunk_number(cid, chunk_prefix(corpus, doc)) is None or (doc_id and doc != doc_id):
+                continue  # another corpus's chunk whose id shares the prefix
+            out.setdefault(doc, []).append(Chunk(cid, doc, title or "", text or "", source or "", json.loads(meta or "{}")))
+        return out
+
+    def stored_doc_hashes(self, corpus: str, current: dict[str, str]) -> dict[str, str]:
+        """{doc_id: hash} of what the index holds for `corpus`: the recorded hashes, and for documents of the corpus
+        without one (an index built before hashes were kept, or an ingest that crashed after replacing a document)
+        the hash of their stored chunks, so that stale chunks are always found."""
+        with self._lock:
+            db = self._conn(create=True)
+            recorded = dict(db.execute("SELECT doc_id, hash FROM docs WHERE corpus = ?", (corpus,)).fetchall())
+            if not recorded:  # nothing recorded: hash whatever the index holds for this corpus
+                return {doc: doc_hash(chunks) for doc, chunks in self._stored_chunks(db, corpus, None).items()}
+            for doc in current.keys() - recorded.keys():
+                stored = self._stored_chunks(db, corpus, doc).get(doc)
+                if stored:
+                    recorded[doc] = doc_hash(stored)
+            return recorded
+
+    def remove_docs(self, corpus: str, doc_ids: list[str]) -> int:
+        """Delete these documents' chunks and recorded hashes in one transaction; returns the chunks removed. Their
+        vectors stay in vectors.f32, unreferenced (vids are never reused)."""
+        if not doc_ids:
+            return 0
+        removed = 0
+        with self._lock:
+            db = self._conn(create=True)
+            for doc in doc_ids:
+                ids = [c.id for c in self._stored_chunks(db, corpus, doc).get(doc, [])]
+                for i in range(0, len(ids), 900):
+                    part = ids[i: i + 900]
+                    db.execute(f"DELETE FROM chunks WHERE id IN ({','.join('?' * len(part))})", part)
+                removed += len(ids)
+                db.execute("DELETE FROM docs WHERE corpus = ? AND doc_id = ?", (corpus, doc))
+            self._bump_generation(db)
+            db.commit()
+        return removed
+
+    def record_doc_hashes(self, corpus: str, hashes: dict[str, str]) -> None:
+        """After the last add: these are the documents (and content) the index holds for `corpus`."""
+        with self._lock:
+            db = self._conn(create=True)
+            db.execute("DELETE FROM docs WHERE corpus = ?", (corpus,))
+            db.executemany("INSERT INTO docs VALUES (?, ?, ?)", [(corpus, d, h) for d, h in hashes.items()])
+            db.commit()
 
     def existing_ids(self, ids: list[str]) -> set[str]:
         found: set[str] = set()
@@ -298,11 +439,16 @@ class LocalIndex:
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         with self._lock:
             db = self._conn(create=True)
-            start = int(db.execute("SELECT COALESCE(MAX(vid) + 1, 0) FROM chunks").fetchone()[0])
+            start = self._next_vid(db)
             db.executemany("INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?)", [
                 (start + i, c.id, c.doc_id, c.title, c.text, c.source, json.dumps(c.metadata))
                 for i, c in enumerate(chunks)])
-            with (self.path / "vectors.f32").open("ab") as fh:  # vectors first: reconcile() cuts an uncommitted tail
+            self._set_meta(db, "next_vid", start + len(chunks))
+            self._bump_generation(db)
+            path, row_bytes = self.path / "vectors.f32", vectors.shape[1] * 4
+            with path.open("r+b" if path.exists() else "wb") as fh:  # vectors first: reconcile() cuts an uncommitted tail
+                fh.truncate(start * row_bytes)  # no-op after reconcile(); an uncommitted tail would shift every row
+                fh.seek(start * row_bytes)
                 fh.write(vectors.tobytes())
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -319,11 +465,21 @@ class LocalIndex:
 
         bm25s = self._bm25s()
 
-        n, dim = self.count(), int(self.manifest()["dim"])
-        vectors = np.fromfile(self.path / "vectors.f32", dtype=np.float32).reshape(n, dim)
+        dim = int(self.manifest()["dim"])
+        with self._lock:
+            db = self._conn()
+            vids = np.fromiter((r[0] for r in db.execute("SELECT vid FROM chunks ORDER BY vid")), dtype=np.int64)
+            generation = self._meta(db, "generation") or 0
+        n = len(vids)
+        rows = self._vector_rows()
+        stored = np.memmap(self.path / "vectors.f32", dtype=np.float32, mode="r", shape=(rows, dim)) if rows else \
+            np.zeros((0, dim), dtype=np.float32)
+        # only the live rows (replaced chunks leave unreferenced rows behind)
+        vectors = np.ascontiguousarray(stored[:n] if n and vids[-1] == n - 1 else stored[vids])
+        del stored
         start = time.perf_counter()
         dense, kind = build_dense_index(vectors, hnsw_threshold=self.hnsw_threshold, hnsw_m=self.hnsw_m,
-                                        ef_construction=self.ef_construction, ef_search=self.ef_search)
+                                        ef_construction=self.ef_construction, ef_search=self.ef_search, ids=vids)
         faiss.write_index(dense, str(self.path / "dense.faiss.tmp"))
         os.replace(self.path / "dense.faiss.tmp", self.path / "dense.faiss")
         dense_seconds = time.perf_counter() - start
@@ -336,6 +492,7 @@ class LocalIndex:
         fresh, old = self.path / "bm25.tmp", self.path / "bm25.old"
         shutil.rmtree(fresh, ignore_errors=True)
         bm25.save(str(fresh))
+        np.save(fresh / "vids.npy", vids)  # renamed together with the BM25 index it maps
         if (self.path / "bm25").exists():
             shutil.rmtree(old, ignore_errors=True)
             os.replace(self.path / "bm25", old)
@@ -343,9 +500,10 @@ class LocalIndex:
         shutil.rmtree(old, ignore_errors=True)
         bm25_seconds = time.perf_counter() - start
 
-        self._manifest.update({"count": n, "dense_index": kind, "updated": time.strftime("%Y-%m-%dT%H:%M:%S")})
+        self._manifest.update({"count": n, "generation": generation, "dense_index": kind,
+                               "updated": time.strftime("%Y-%m-%dT%H:%M:%S")})
         self._write_manifest()
-        self._dense, self._bm25 = dense, bm25
+        self._dense, self._bm25, self._bm25_vids = dense, bm25, vids
         return {"count": n, "dense_index": kind, "dense_build_s": dense_seconds, "bm25_build_s": bm25_seconds}
 
     # ---------------------------------------------------------------- search
@@ -375,16 +533,24 @@ class LocalIndex:
         self.check_embedder()
         lagging = self.consistent()  # counts and sizes only: cheap
         if lagging:
+            writer = holder(self.path)
+            if writer is not None:  # mid-ingest, not damaged
+                raise RetrievalError(f"index at {self.path} is being updated by task=index ({describe(writer)}); "
+                                     "search again when it has finished")
             raise RetrievalError(f"index at {self.path} is inconsistent ({'; '.join(lagging)}); {self._repair_hint()}")
         with self._lock:
             try:
                 if self._dense is None:
                     self._dense = faiss.read_index(str(self.path / "dense.faiss"))
-                    if hasattr(self._dense, "hnsw"):
-                        self._dense.hnsw.efSearch = self.ef_search
+                    inner = faiss.downcast_index(self._dense.index) if isinstance(self._dense, faiss.IndexIDMap) \
+                        else self._dense
+                    if hasattr(inner, "hnsw"):
+                        inner.hnsw.efSearch = self.ef_search
                 if self._bm25 is None:
                     self._bm25 = bm25s.BM25.load(str(self.path / "bm25"), mmap=True)
                     self._bm25.backend = self.bm25_backend
+                    vids = self.path / "bm25" / "vids.npy"
+                    self._bm25_vids = np.load(vids) if vids.exists() else None
             except Exception as exc:  # a corrupted file: FAISS raises RuntimeError, bm25s OSError/ValueError
                 self._dense = self._bm25 = None
                 raise RetrievalError(f"index at {self.path} cannot be opened ({type(exc).__name__}: "
@@ -411,8 +577,10 @@ class LocalIndex:
             return out
         docs, scores = self._bm25.retrieve([tokens[i] for i in keep], k=min(k, n), show_progress=False, n_threads=1,
                                            backend_selection=self.bm25_backend)
+        vids = self._bm25_vids
         for i, row_d, row_s in zip(keep, docs, scores, strict=True):
-            out[i] = {int(d): float(s) for d, s in zip(row_d, row_s, strict=True) if s > 0}
+            out[i] = {int(vids[d] if vids is not None else d): float(s)
+                      for d, s in zip(row_d, row_s, strict=True) if s > 0}
         return out
 
     def _rows(self, vids: list[int]) -> dict[int, tuple]:
@@ -441,8 +609,13 @@ class LocalIndex:
                 fused = rrf_fuse([sorted(d, key=lambda v: -d[v]), sorted(s, key=lambda v: -s[v])], self.rrf_k)
             else:
                 fused = alpha_fuse(d, s, self.alpha)
-            top = sorted(fused, key=lambda v: -fused[v])[:k]
-            rows = self._rows(top) if top else {}
+            ranked = sorted(fused, key=lambda v: -fused[v])
+            rows = self._rows(ranked[:k]) if ranked and k > 0 else {}
+            if len(rows) < min(k, len(ranked)):
+                # A process that opened the index before a re-index still ranks with the files it loaded: chunks the
+                # re-index removed (changed or deleted documents) are gone from store.sqlite: skipped, never served.
+                rows = self._rows(ranked)
+            top = [v for v in ranked if v in rows][:k]
             results.append([
                 Passage(id=rows[v][1], text=rows[v][4], title=rows[v][3] or "", source=rows[v][5] or "",
                         score=float(fused[v]),

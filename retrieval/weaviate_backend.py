@@ -103,7 +103,10 @@ class WeaviateIndex:
         return self.client().collections.get(self.collection_name)
 
     # ---------------------------------------------------------------- ingestion
-    def prepare(self, corpus: str, corpus_hash: str) -> list[str]:
+    def prepare(self, corpus: str, corpus_hash: str, reindex: list[str] | None = None) -> list[str]:
+        """Create the collection (or reopen it). This backend does not track documents: a corpus whose files
+        changed since it was indexed under this name is refused, never served half old (the corpus hashes live in
+        the collection's description, beside the embedder)."""
         from weaviate.classes.config import Configure, DataType, Property, Tokenization
 
         client = self.client()
@@ -127,14 +130,29 @@ class WeaviateIndex:
                 replication_config=Configure.replication(factor=self.replication_factor),
             )
         self.check_embedder()
+        recorded = self._description()
+        corpora = recorded.get("corpora") if isinstance(recorded.get("corpora"), dict) else {}
+        if corpora.get(corpus) not in (None, corpus_hash):
+            raise RetrievalError(
+                f"corpus {corpus} changed since it was indexed into Weaviate collection {self.collection_name}, and "
+                "retriever=weaviate does not replace changed documents: delete the collection and index again, or "
+                "index the new files under another corpus.name (retriever=local replaces changed documents)")
+        if corpora.get(corpus) is None:  # recorded before the first chunk is added
+            description = {"embedder": self.embedder.name, "dim": self.embedder.dim, **recorded,
+                           "corpora": {**corpora, corpus: corpus_hash}}
+            self._collection().config.update(description=json.dumps(description))
         return []
 
-    def check_embedder(self) -> None:
+    def _description(self) -> dict[str, Any]:
         config = self._collection().config.get()
         try:
             recorded = json.loads(config.description or "{}")
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, TypeError):
             recorded = {}
+        return recorded if isinstance(recorded, dict) else {}
+
+    def check_embedder(self) -> None:
+        recorded = self._description()
         if recorded and (recorded.get("embedder") != self.embedder.name or int(recorded.get("dim", 0)) != self.embedder.dim):
             raise RetrievalError(
                 f"Weaviate collection {self.collection_name} was built with embedder {recorded.get('embedder')} "

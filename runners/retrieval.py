@@ -13,6 +13,7 @@ from retrieval.corpus import CorpusSpec
 from retrieval.embed import Embedder
 from retrieval.ingest import ingest
 from retrieval.passage import RetrievalError
+from retrieval.repair_command import ROOT, reindex_overrides
 from retrieval.retriever import Retriever
 from runners.common import output_dir, write_json
 
@@ -31,14 +32,42 @@ def build_retriever(cfg: DictConfig) -> Retriever:
     return Retriever(build_backend(cfg, embedder), reranker, k=cfg.retriever.k, rerank_k=cfg.retriever.rerank_k)
 
 
+def reindex_command(cfg: DictConfig) -> list[str]:
+    """The overrides that index this corpus again as now: the corpus option chosen, the corpus fields that differ
+    from it (a `corpus.name=` corpus is only reproduced by these), the embedder and data paths (recorded in the
+    manifest for repair hints)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    spec = OmegaConf.to_container(cfg.corpus, resolve=True)
+    choices = HydraConfig.get().runtime.choices if HydraConfig.initialized() else {}
+    choice, base = choices.get("corpus"), None
+    option = ROOT / "conf" / "corpus" / f"{choice}.yaml"
+    if choice and option.exists():
+        # compared unresolved (the option's interpolations resolve only inside the whole config): an unchanged
+        # field is left to the option; a changed one is written out resolved
+        raw = OmegaConf.to_container(cfg.corpus, resolve=False)
+        option_raw = OmegaConf.to_container(OmegaConf.load(option), resolve=False)
+        base = {k: spec[k] if raw.get(k) == v else v for k, v in option_raw.items() if k in spec}
+    extra = []
+    if choices.get("embedder") and choices["embedder"] != "minilm":
+        extra.append(f"embedder={choices['embedder']}")
+    overrides = HydraConfig.get().overrides.task if HydraConfig.initialized() else []
+    # typed overrides of the embedder (its choice is added above) and of `paths` (where corpus paths point)
+    extra += [o for o in overrides if o.lstrip("+~").split("=")[0].split(".")[0] in ("embedder", "paths")
+              and not o.startswith("embedder=")]
+    return reindex_overrides(spec, choice if base is not None else None, base, extra)
+
+
 def index(cfg: DictConfig) -> None:
     spec = CorpusSpec(**OmegaConf.to_container(cfg.corpus, resolve=True))
     embedder = build_embedder(cfg)
     backend = build_backend(cfg, embedder)
-    report = ingest(spec, backend, embedder, progress=cfg.progress)
+    report = ingest(spec, backend, embedder, progress=cfg.progress, reindex=reindex_command(cfg))
     write_json(output_dir() / "index_report.json", asdict(report))
-    print(f"index {spec.name}: {report.chunks} chunks, {report.added} added, {report.skipped} already indexed, "
-          f"{report.failed} failed, {report.seconds:.1f} s" + (f"; {report.finalize}" if report.finalize else "")
+    replaced = (f" ({report.changed_docs} changed and {report.removed_docs} removed documents: "
+                f"{report.removed_chunks} old chunks removed)" if report.changed_docs or report.removed_docs else "")
+    print(f"index {spec.name}: {report.chunks} chunks, {report.added} added{replaced}, {report.skipped} already "
+          f"indexed, {report.failed} failed, {report.seconds:.1f} s" + (f"; {report.finalize}" if report.finalize else "")
           + (f"; {report.duplicates_skipped} duplicate doc ids skipped" if report.duplicates_skipped else ""))
     for note in report.repaired or []:
         print(f"repaired: {note}")
