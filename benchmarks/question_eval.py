@@ -4,9 +4,11 @@ baselines, by the project's Subtask-1 ROUGE, with the defects a reader sees coun
     python benchmarks/question_eval.py [--pairs-2025 P] [--test-2026 P] [--refs-2026 P] [--dev P] [--show]
 
 Sets: (a) the 20 public ArchEHR-QA 2025 dev pairs with the marked question phrases REMOVED (narrative only, as the
-2026 test is released); (b) the 47 public 2026 Subtask-1 test narratives against clinician-style questions written
-for them in this repository (data/archehr/question_refs_2026.json, written and committed before the rules); (c) the
-34 hand-written dev cases (data/archehr/dev_cases.xml), narrative only. Every prediction is cut to 15 words and
+2026 test is released; (a2) repeats them with the phrases, the stage's input on 2025-format data); (b) the 47 public
+2026 Subtask-1 test narratives against clinician-style questions written for them in this repository
+(data/archehr/question_refs_2026.json, written and committed before the rules); (c) the 34 hand-written dev cases
+(data/archehr/dev_cases.xml), narrative only. The oracle row is the best single narrative sentence per reference:
+the ceiling of any stage that picks a sentence. Every prediction is cut to 15 words and
 scored as the official scorer does (tasks.archehr.metrics.official_prediction, tasks.text_metrics.rouge).
 
 Defects counted on each set: a pleasantry or opinion-only question ("Thank you", "What do you think?"), a sentence
@@ -49,7 +51,7 @@ DEFAULTS = {
     "dev": ROOT / "data" / "archehr" / "dev_cases.xml",
 }
 MAX_WORDS = 15
-Predictor = Callable[[str], str]
+Predictor = Callable[[str, str], str]      # (narrative, marked question phrases or "") -> question
 
 # --- the rule stage before #20, kept here as a baseline: the last '?' sentence, 'my <relative>' and 'I' -> the
 # patient, cut at 15 words ----------------------------------------------------------------------------------------
@@ -67,21 +69,26 @@ _OLD_RULES = [
 ]
 
 
-def previous_rule(narrative: str) -> str:
-    question = last_question_sentence(narrative) if split_sentences(narrative) else narrative
+def previous_rule(narrative: str, marked: str = "") -> str:
+    source = marked.strip() or narrative
+    question = last_question_sentence(source) if split_sentences(source) else source
     for pattern, repl in _OLD_RULES:
         question = pattern.sub(repl, question)
     return truncate_words(question[:1].upper() + question[1:], MAX_WORDS)
 
 
-def first_sentence(narrative: str) -> str:
-    sentences = split_sentences(narrative)
+def last_question(narrative: str, marked: str = "") -> str:
+    return last_question_sentence(marked.strip() or narrative)
+
+
+def first_sentence(narrative: str, marked: str = "") -> str:
+    sentences = split_sentences(marked.strip() or narrative)
     return sentences[0] if sentences else narrative
 
 
 def rule_stage(**switches: object) -> Predictor:
     stage = RuleQuestionInterpreter(max_words=MAX_WORDS, **switches)
-    return lambda narrative: stage(patient_narrative=narrative, patient_question="").clinician_question
+    return lambda narrative, marked="": stage(patient_narrative=narrative, patient_question=marked).clinician_question
 
 
 # --- defects a reader sees --------------------------------------------------------------------------------------
@@ -90,7 +97,7 @@ _OPINION_ONLY = re.compile(r"^\W*(?:what do you (?:think|recommend|suggest)|what
                            r"what do I do)\W*$", re.I)
 # A sentence cut mid-way ends on an article, possessive or conjunction ("..., if", "the patient's"); a question may
 # end on a preposition or pronoun ("What is the dizziness from?", "What could this be?").
-_FUNCTION_END = re.compile(r"\b(?:the|a|an|and|or|but|if|because|his|her|their|my|your|of|with|very|so|when|while|"
+_FUNCTION_END = re.compile(r"\b(?:the|a|an|and|or|but|if|because|his|their|my|your|of|with|very|so|when|while|"
                            r"than|whose|which)\W*$|'s\W*$", re.I)
 
 
@@ -109,20 +116,19 @@ def defects(text: str) -> list[str]:
 
 
 # --- scoring ----------------------------------------------------------------------------------------------------
-Pairs = list[tuple[str, str, str]]      # (case id, narrative, reference question)
+Pairs = list[tuple[str, str, str, str]]      # (case id, narrative, marked phrases or "", reference question)
 
 
 def score(predict: Predictor, pairs: Pairs) -> tuple[float, float, list[str], list[str]]:
-    outputs = [predict(narrative) for _, narrative, _ in pairs]
-    cut = [official_prediction(o or "?", MAX_WORDS, cid, "subtask 1") for o, (cid, _, _) in zip(outputs, pairs,
-                                                                                                strict=True)]
-    values = rouge([ref for _, _, ref in pairs], cut)
-    flagged = [f"{cid}: {', '.join(d)}" for o, (cid, _, _) in zip(outputs, pairs, strict=True) if (d := defects(o))]
+    outputs = [predict(narrative, marked) for _, narrative, marked, _ in pairs]
+    cut = [official_prediction(o or "?", MAX_WORDS, p[0], "subtask 1") for o, p in zip(outputs, pairs, strict=True)]
+    values = rouge([p[3] for p in pairs], cut)
+    flagged = [f"{p[0]}: {', '.join(d)}" for o, p in zip(outputs, pairs, strict=True) if (d := defects(o))]
     return 100 * values["rougeL"], 100 * values["rougeLsum"], flagged, outputs
 
 
 def per_case_rouge_l(outputs: list[str], pairs: Pairs) -> list[float]:
-    refs = [ref for _, _, ref in pairs]
+    refs = [p[3] for p in pairs]
     return [100 * rouge([r], [official_prediction(o, MAX_WORDS, "x", "subtask 1")])["rougeL"]
             for r, o in zip(refs, outputs, strict=True)]
 
@@ -133,7 +139,7 @@ SWITCH_GRID = {"fill_vague": [True, False], "passive": [True, False], "add_focus
 def leave_one_out(pairs: Pairs) -> tuple[float, float, list[dict]]:
     """Switches chosen on 19 pairs (best mean ROUGE-L), scored on the held-out one; in-sample: best on all 20."""
     configs = [dict(zip(SWITCH_GRID, values, strict=True)) for values in itertools.product(*SWITCH_GRID.values())]
-    table = [per_case_rouge_l([rule_stage(**c)(n) for _, n, _ in pairs], pairs) for c in configs]
+    table = [per_case_rouge_l([rule_stage(**c)(n, m) for _, n, m, _ in pairs], pairs) for c in configs]
     held_out, chosen = [], []
     for i in range(len(pairs)):
         best = max(range(len(configs)), key=lambda k: (mean(v for j, v in enumerate(table[k]) if j != i), -k))
@@ -143,14 +149,25 @@ def leave_one_out(pairs: Pairs) -> tuple[float, float, list[dict]]:
     return mean(held_out), in_sample, chosen
 
 
-def load_pairs(path: Path, refs: dict[str, str] | None = None) -> Pairs:
+def load_pairs(path: Path, refs: dict[str, str] | None = None, marked: bool = False) -> Pairs:
+    """(id, narrative, marked phrases joined as the pipeline joins them -- only with `marked` --, reference)."""
     cases = load_cases(path)
     if refs is not None:
         missing = [c.case_id for c in cases if c.case_id not in refs]
         if missing:
             raise ArchEHRDataError(f"{path}: no reference question for cases {', '.join(missing)}")
-        return [(c.case_id, c.patient_narrative, refs[c.case_id]) for c in cases]
-    return [(c.case_id, c.patient_narrative, c.clinician_question) for c in cases if c.clinician_question]
+        return [(c.case_id, c.patient_narrative, "", refs[c.case_id]) for c in cases]
+    return [(c.case_id, c.patient_narrative, " ".join(c.patient_question_phrases) if marked else "",
+             c.clinician_question) for c in cases if c.clinician_question]
+
+
+def oracle_sentence(pairs: Pairs) -> float:
+    """The best single narrative sentence per reference (cut to 15 words): the ceiling of choosing a sentence."""
+    best = []
+    for cid, narrative, _, ref in pairs:
+        cut = [official_prediction(s, MAX_WORDS, cid, "subtask 1") for s in split_sentences(narrative) or [narrative]]
+        best.append(max(100 * rouge([ref], [c])["rougeL"] for c in cut))
+    return mean(best)
 
 
 def main() -> None:
@@ -165,6 +182,8 @@ def main() -> None:
             "(a) 2025 public pairs, phrases removed": load_pairs(args.pairs_2025),
             "(b) 2026 test narratives, references written here": load_pairs(args.test_2026, refs),
             "(c) hand-written dev cases": load_pairs(args.dev),
+            "(a2) 2025 public pairs WITH the marked phrases (for reference: the 2025 input)": load_pairs(
+                args.pairs_2025, marked=True),
         }
     except (OSError, ValueError, ArchEHRDataError) as exc:
         raise SystemExit(f"error: {exc}") from None
@@ -172,7 +191,7 @@ def main() -> None:
     systems: dict[str, Predictor] = {
         "rule stage (default)": rule_stage(),
         "rule stage before #20": previous_rule,
-        "baseline: last question sentence": last_question_sentence,
+        "baseline: last question sentence": last_question,
         "baseline: first sentence": first_sentence,
         "ablation: no vague-word filling": rule_stage(fill_vague=False),
         "ablation: no passive rewrite": rule_stage(passive=False),
@@ -191,6 +210,7 @@ def main() -> None:
                 default_outputs[title] = outputs
                 for line in flagged:
                     print(f"|   defect {line} | | | |")
+        print(f"| oracle: best single narrative sentence (ceiling of picking one) | {oracle_sentence(pairs):.1f} | | |")
 
     pairs_2025 = next(iter(sets.values()))
     cv, in_sample, chosen = leave_one_out(pairs_2025)
@@ -205,7 +225,7 @@ def main() -> None:
     passes = []
     for _ in range(5):
         start = time.perf_counter()
-        for _, narrative, _ in test_pairs:
+        for _, narrative, _, _ in test_pairs:
             stage(narrative)
         passes.append(time.perf_counter() - start)
     print(f"\nspeed: {1000 * min(passes) / len(test_pairs):.2f} ms per narrative (rule stage, 2026 set, best of 5 "
@@ -213,7 +233,7 @@ def main() -> None:
 
     if args.show:
         print("\n## Rule stage outputs on the 2026 narratives\n")
-        for (cid, _, ref), out in zip(test_pairs, default_outputs[
+        for (cid, _, _, ref), out in zip(test_pairs, default_outputs[
                 "(b) 2026 test narratives, references written here"], strict=True):
             print(f"{cid}: {out}\n     reference: {ref}")
 

@@ -216,7 +216,8 @@ def _fill_slots(text: str, earlier: list[Phrase], patient: Patient) -> str:
             return text[:m.end()] + f" {join_phrases(found)}" + text[m.end():]
     m = _OBJECT_IT.search(text)
     if m and clinical_count(text) == 0:
-        found = nearest(fresh, OBJECT_KINDS, limit=1, max_words=3, last=True)
+        on_foot = re.search(r"\b(?:walk\w*|stand\w*|step\w*|weight|bear\w*)\s+on\s+it\b", text, re.I)
+        found = nearest(fresh, (BODY,) if on_foot else OBJECT_KINDS, limit=1, max_words=3, last=True)
         if found:
             return text[:m.start(1)] + f"{poss} {join_phrases(found)}" + text[m.end(1):]
     m = _SLOT.search(text)
@@ -243,10 +244,10 @@ def _possessive(patient: Patient) -> str:
 
 
 def _add_focus(text: str, phrases: list[Phrase], patient: Patient, max_words: int) -> str:
-    """A question that names no symptom or condition ('Should he go back to the ER?') gets the message's main
-    complaint ('... for his vomiting and diarrhea?') when that fits; not one still saying 'it' or 'that', which
-    names its own subject."""
-    if (set(tag_words(text.split())) & {SYMPTOM, CONDITION, MEASURE, BODY}
+    """A question that names nothing clinical in particular ('Should he go back to the ER?', 'Can he take
+    medication?') gets the message's main complaint ('... for his vomiting and diarrhea?') when that fits; not one
+    naming a drug or test (the complaint may not be what it is for) or still saying 'it' or 'that'."""
+    if (set(tag_words(text.split())) & {SYMPTOM, CONDITION, MEASURE, BODY} or clinical_count(text)
             or re.search(r"\b(?:it|this|that|these|them)\b", text, re.I)
             or re.match(r"^\W*(?:what|which) (?:is|are)\b", text, re.I)):
         return text
@@ -328,10 +329,14 @@ def _condition_question(focus: list[Phrase], phrases: list[Phrase], patient: Pat
 
 
 def _after_event(question: str, focus: list[Phrase], phrases: list[Phrase], max_words: int) -> str:
-    """'... after his bowel surgery': the earliest procedure or condition, when it is not the focus itself."""
+    """'... after his bowel surgery': the earliest procedure or acute condition, told no later than the first
+    complaint asked about (so 'after' is what the message says), and not the focus itself."""
     named = question.lower()
+    heads = {p.head for p in focus}
+    told = min(p.sentence for p in phrases if p.head in heads)
     events = [p for p in phrases if (p.kind == PROCEDURE or p.kind == CONDITION and p.head in EVENT_HEADS)
-              and p.heads and not p.negated and as_named(p.text).lower() not in named and p not in focus]
+              and p.heads and not p.negated and p.sentence <= told and as_named(p.text).lower() not in named
+              and p not in focus]
     events.sort(key=lambda p: (p.sentence, p.kind != PROCEDURE))
     if not events:
         return question

@@ -140,11 +140,16 @@ def fit(text: str, max_words: int) -> str | None:
 def drop_side_clauses(text: str, max_words: int) -> str:
     """Side clauses (', which ...', ', since ...'), last first, until `text` fits; one naming two or more clinical
     things stays unless what is before it already makes a question of five words."""
+    dropped = False
     for m in reversed(list(_SIDE_CLAUSE.finditer(text))):
         if _count(text) <= max_words:
             break
         if _clinical_weight(m.group(0)) <= 1 or _count(text[:m.start()]) >= 5:
             text = text[:m.start()] + text[m.end():]
+            dropped = True
+    if not dropped:
+        return text
+    # "the swelling in my knee, is normal": the subject and its verb meet again
     return re.sub(r",\s*(?=(?:is|are|was|were|can|could|will|would|has|have|does|do)\b)", " ", text)
 
 
