@@ -183,10 +183,6 @@ def clinical_count(text: str) -> int:
                if k in HEADS and canonical(w.strip(".,;:!?()\"'")).lower() not in WEAK)
 
 
-def body_count(text: str) -> int:
-    return sum(1 for k in tag_words(text.split()) if k == BODY)
-
-
 # Symptoms written as adjectives or verbs, named as a clinician names them.
 AS_NOUN = {"weak": "weakness", "confused": "confusion", "dizzy": "dizziness", "swollen": "swelling",
            "delirious": "delirium", "shakey": "shakiness", "shaky": "shakiness", "tired": "fatigue",
@@ -241,9 +237,11 @@ WRITER_FEMALE = re.compile(r"\b(?:i am|i'm|im) an? (?:\d+ ?(?:yr|year|yrs|years)
 
 # --- politeness and requests that carry no clinical content ----------------------------------------------------
 THANKS = re.compile(r"\b(?:thanks?|thankyou|thanx|thx|thnx|appreciate[ds]?|grateful|god bless|blessings)\b", re.I)
-GREETING = re.compile(r"^(?:hi+|hello|hey|hai|greetings|good (?:morning|evening|afternoon|day)|dear "
-                      r"(?:doctor|dr|sir|madam|all)|respected (?:doctor|sir)|sir|madam|dr|doctor)\b[\s,.!:-]*"
-                      r"(?:there|doctor|dr|sir|madam|all|everyone)?\b[\s,.!:-]*", re.I)
+# "Doctor advised ERCP" is no greeting: a bare title greets only when a comma or stop follows it.
+GREETING = re.compile(r"^(?:(?:hi+|hello|hey|hai|greetings|good (?:morning|evening|afternoon|day)|dear "
+                      r"(?:doctor|dr|sir|madam|all)|respected (?:doctor|sir))\b[\s,.!:-]*"
+                      r"(?:(?:there|doctor|dr|sir|madam|all|everyone)\b[\s,.!:-]*)?|(?:sir|madam|dr|doctor)\s*[,.!:]+\s*)",
+                      re.I)
 SIGN_OFF = re.compile(r"\b(?:awaiting|waiting for your|do reply|reply (?:me )?asap|asap|please (?:help|advi[cs]e|"
                       r"reply|respond|answer)|kindly (?:help|advi[cs]e|reply|clear)|any (?:other )?advi[cs]e|"
                       r"need your (?:valuable )?(?:answer|advice|help)|valuable answer|your time|help me out|"

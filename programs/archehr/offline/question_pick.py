@@ -47,7 +47,7 @@ REQUEST_LEAD = re.compile(
     r"information|info|suggestions?|help) (?:on|about|for|regarding)\b|"
     r"(?:help|help me|help us)(?: in)? (?:to )?(?:understanding|understand)\b|"
     r"(?:tell|let)(?: me| us)(?: know)?(?: (?:if|whether)\b)?|"
-    r"(?:suggest|advise|advice|guide|explain|clarify)(?: me| us)?(?: (?:if|whether|on|about)\b)?|"
+    r"(?:suggest|advise|advice|guide|explain|clarify)\b(?: me| us)?(?: (?:if|whether|on|about)\b)?|"
     r"any (?:idea|ideas|thoughts)(?: on| about)?|"
     r"in your (?:professional |medical )?opinion,?)\s*", re.I)
 _MARKED = re.compile(rf"^(?:so |but |and |actually )?(?:(?:my|the|our) (?:main |real |only |actual )?question\b|"

@@ -86,10 +86,15 @@ def _starts_question(text: str) -> bool:
     return first in _AUX or first in {"what", "why", "how", "when", "where", "which", "who", "whose"}
 
 
+# Modals as patients text them ("he mte be able"): read as the modal before inverting.
+_MODAL_SPELLINGS = {"mte": "might", "mite": "might", "mght": "might", "wil": "will", "wud": "would",
+                    "shud": "should", "shld": "should", "cud": "could", "cld": "could", "cn": "can"}
+
+
 def invert(text: str, past: bool = False) -> str:
     """A yes/no question in statement order made a question: 'this can be cured' -> 'can this be cured',
     'mom need to be on aspirin' -> 'does mom need to be on aspirin'; left as is when no verb is found."""
-    words = text.split()
+    words = [_MODAL_SPELLINGS.get(w.lower(), w) for w in text.split()]
     if not words or not _SUBJECT_START.match(text) or words[0].lower() in _AUX:
         return text
     for i in range(1, min(6, len(words))):

@@ -62,10 +62,6 @@ def split_message(text: str) -> list[str]:
     return sentences
 
 
-def words_of(text: str) -> list[str]:
-    return text.split()
-
-
 def capitalize(text: str) -> str:
     return text[:1].upper() + text[1:] if text else text
 
