@@ -61,9 +61,9 @@ _TO_DO = re.compile(r"\b(?:should|can|do|must) (?:I|we|he|she) do\b|\bdo ido\b|\
 # "how serious her situation is" -> "how serious is her situation"
 _EMBEDDED_WH = re.compile(r"^((?:how \w+|what|which \w+|why|where|when))\s+(.+?)\s+(is|are|was|were)\s*[?.]?$", re.I)
 # "double it", "take it out", "need it", "walking on it": a thing the patient was given or had done.
-_OBJECT_IT = re.compile(r"\b(?:double|doubled|stop|stopped|change|changed|get|got|take|took|need|needs|use|give|"
-                        r"gave|start|started|continue|remove|removed|increase|increased|lower|lowered|on|off)\s+"
-                        r"(it)\b", re.I)
+_OBJECT_IT = re.compile(r"\b(?:double|doubled|stop|stopped|stopping|change|changed|changing|get|got|take|took|"
+                        r"taking|need|needs|use|using|give|gave|start|started|starting|continue|continuing|remove|"
+                        r"removed|increase|increased|lower|lowered|on|off)\s+(it)\b", re.I)
 # "what is this fluid in the lungs signify" -> "what does this fluid in the lungs signify"
 _WHAT_IS_MEAN = re.compile(r"^what (?:is|are) ((?:this|these|the|that|his|her|my) .+?) (signify|mean|indicate|show)\b",
                            re.I)
