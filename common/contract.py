@@ -12,10 +12,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import dspy
 from omegaconf import DictConfig
+
+from common.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 Item = TypeVar("Item")
 Metric = Callable[..., float]
@@ -115,3 +120,37 @@ class ProgramContract(ABC, Generic[Item]):
     def describe(self, gold: dspy.Example, pred: Any, value: float) -> str:
         """Textual feedback for reflective optimizers (GEPA)."""
         return f"score {value:.3f} (1.0 is a perfect match)"
+
+    # --- serving (task=serve) -----------------------------------------------------------------------------------
+    # `POST /v1/<name>/<serve_verb>` serves one item; serving/app.py builds the route from these declarations and
+    # knows no program. A contract that declares no serve_schemas() cannot be served (one error line at start).
+    serve_verb: str = ""
+    serve_aliases: tuple[str, ...] = ()   # further paths of the same endpoint (URLs kept from earlier releases)
+
+    def serve_path(self) -> str:
+        return f"/v1/{self.name}/{self.serve_verb}"
+
+    def serve_schemas(self) -> tuple[type[BaseModel], type[BaseModel]]:
+        """The request and response bodies (pydantic models; the OpenAPI document is generated from them)."""
+        raise ConfigError(f"program={self.name} cannot be served: its contract declares no serve_schemas() "
+                          "(request and response models)")
+
+    def serve_item(self, request: BaseModel) -> Item:
+        """The input item a validated request stands for; a ClinprogError here is a 422 with its message."""
+        raise ConfigError(f"program={self.name} cannot be served: its contract declares no serve_item()")
+
+    def serve_sentences(self, item: Item) -> int:
+        """How many sentences the item holds (`serve.max_sentences` refuses more)."""
+        return len(getattr(item, "sentences", ()))
+
+    def serve_response(self, record: dict[str, Any], lm_failure: str | None, seconds: float) -> dict[str, Any]:
+        """The response body of the record `predict` returned (`lm_failure`: what failed, when the fallback answered)."""
+        raise ConfigError(f"program={self.name} cannot be served: its contract declares no serve_response()")
+
+    def serve_lm_failure(self, item: Item, failure: str) -> dict[str, Any] | None:
+        """The record answered when the LM fails and the program has no non-LLM twin; None: a 502 naming the failure."""
+        return None
+
+    def serve_health(self, cfg: DictConfig) -> dict[str, Any]:
+        """What `GET /health` adds about this program."""
+        return {"index": None}

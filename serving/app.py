@@ -1,105 +1,231 @@
-"""The FastAPI app of `task=serve`: the configured program, loaded once, over HTTP.
+"""The FastAPI app of `task=serve`: one program, built once by runners/serve.py, over HTTP.
 
-- `POST /v1/archehr/answer` (program=archehr or archehr2025) and `POST /v1/mediqa_corr/correct` (program=mediqa_corr);
-  `GET /health`; the OpenAPI document at `/openapi.json` (`/docs` renders it where the browser can reach a CDN).
-- At most `serve.max_concurrency` requests run at once (threads); up to `serve.max_queue` more wait; beyond that 429
-  with `Retry-After`. A request over `serve.max_request_bytes` is 413; more than `serve.max_sentences` sentences 422;
-  `serve.timeout_s` per request (504). Malformed JSON or bad fields are 422 naming the field.
-- An LM failure (server down, timeout, provider error) is not a 500: ArchEHR answers with its non-LLM program and
-  MEDIQA-CORR with "no error", each with `lm_failure` saying what failed.
+- `POST /v1/<program>/<verb>` (and any alias the contract keeps): the route, its request and response models and the
+  adapters between them and the program's item and record come from the program's contract; this module knows no
+  program. `GET /health`; the OpenAPI document at `/openapi.json` (`/docs` renders it where a browser reaches a CDN).
+- At most `serve.max_concurrency` requests run at once (worker threads); up to `serve.max_queue` more wait; beyond
+  that 429 with `Retry-After`. `serve.timeout_s` per request (504): work that has started cannot be stopped (a
+  Python thread cannot be killed), so it keeps its worker until it really ends and `/health` counts it in
+  `in_flight` and `timed_out_running`; work still waiting is cancelled. A client can never pile up more than
+  `serve.max_concurrency` computations.
+- A body over `serve.max_request_bytes` is 413, counted as the bytes arrive (`Transfer-Encoding: chunked` too); a
+  body that is not UTF-8, malformed or too deeply nested JSON and bad fields are 422; more than `serve.max_sentences`
+  sentences 422. Every error is `{"error": "..."}`.
+- An LM failure (server down, timeout, provider error) is not a 500: the program's non-LLM twin answers when it has
+  one, else the contract's documented fallback record, each with `lm_failure` saying what failed.
 - A bearer token is required when the environment variable `serve.token_env` names is set. Bodies are not logged
-  unless `serve.log_bodies=true`.
+  unless `serve.log_bodies=true`; ids in log lines have their control characters escaped.
 """
-
-from __future__ import annotations
+# No `from __future__ import annotations`: the endpoint's body annotation must be the contract's model class itself.
 
 import asyncio
 import hmac
+import json
 import logging
 import os
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from typing import Any
 
-import anyio
+import dspy
 from dspy.utils.exceptions import LMError
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from common.contract import ProgramContract
 from common.errors import ClinprogError
-from lms import build_role_lms
 from lms.errors import lm_failure
-from runners.common import configure_dspy
-from runners.program import choose_lm_or_offline, contract_for
-from serving.schemas import ArchEHRRequest, ArchEHRResponse, MediqaRequest, MediqaResponse
-from tasks.archehr.data import Case, NoteSentence, cases_from_xml
-from tasks.mediqa_corr.data import Note
 
 log = logging.getLogger("clinprog.serve")
+DRAIN_FACTOR = 8   # an oversized body is read (and dropped) up to this many limits, so its client reads the 413
+
+
+class LMFailed(Exception):
+    """The LM failed and the program has neither a non-LLM twin nor a fallback record: a 502 naming the failure."""
 
 
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
+def printable(text: str, limit: int | None = 200) -> str:
+    """`text` for one log line: newlines and other control characters escaped, so a client cannot forge lines."""
+    cut = text if limit is None else text[:limit]
+    safe = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in cut)
+    return safe + ("..." if limit is not None and len(text) > limit else "")
+
+
+class Job:
+    """One admitted request's work: waiting -> running -> ended, or cancelled while still waiting."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+        self.state = "waiting"
+        self.timed_out = False
+        self.future: Future | None = None
+
+
 class Gate:
-    """Admission: `capacity` requests run, `queue` more wait, the rest are turned away."""
+    """Admission and worker slots: `capacity` workers run requests, `queue` more wait, the rest are turned away.
+
+    A request counts (`admitted`) from admission until its work ends, whether or not its client still waits: work
+    that ran past `serve.timeout_s` keeps its worker, so timed-out requests never add computations beyond capacity."""
 
     def __init__(self, capacity: int, queue: int) -> None:
         self.capacity, self.queue = capacity, queue
         self.admitted = 0
+        self.running = 0
+        self.timed_out_running = 0
         self._lock = threading.Lock()
-        self.limiter = anyio.CapacityLimiter(capacity)
+        self.pool = ThreadPoolExecutor(max_workers=capacity, thread_name_prefix="clinprog-serve")
 
-    def enter(self) -> bool:
+    def submit(self, fn: Callable[[], Any]) -> Job | None:
         with self._lock:
             if self.admitted >= self.capacity + self.queue:
-                return False
+                return None
             self.admitted += 1
-            return True
+        job = Job(fn)
+        job.future = self.pool.submit(self._work, job)
+        job.future.add_done_callback(lambda _: self._ended())  # also when cancelled while waiting
+        return job
 
-    def leave(self) -> None:
+    def _work(self, job: Job) -> Any:
+        with self._lock:
+            job.state = "running"
+            self.running += 1
+        try:
+            return job.fn()
+        finally:
+            with self._lock:
+                job.state = "ended"
+                self.running -= 1
+                if job.timed_out:
+                    self.timed_out_running -= 1
+
+    def _ended(self) -> None:
         with self._lock:
             self.admitted -= 1
 
+    def abandon(self, job: Job) -> None:
+        """The client no longer waits (timeout, disconnect): waiting work is cancelled, running work is counted."""
+        assert job.future is not None
+        if job.future.cancel():
+            return
+        with self._lock:
+            if job.state == "running" and not job.timed_out:
+                job.timed_out = True
+                self.timed_out_running += 1
 
-def create_app(cfg: DictConfig) -> FastAPI:
+    def health(self) -> dict[str, int]:
+        with self._lock:
+            return {"in_flight": self.admitted, "running": self.running, "waiting": self.admitted - self.running,
+                    "timed_out_running": self.timed_out_running, "max_concurrency": self.capacity,
+                    "max_queue": self.queue}
+
+
+class BodyGuard:
+    """Before FastAPI reads a `/v1/` request: the bearer token, the body's size (counted as the bytes arrive, so a
+    chunked body is limited too), its encoding (UTF-8) and its nesting depth (json's recursion limit): 401, 413, 422."""
+
+    def __init__(self, app: ASGIApp, token: str | None, max_bytes: int) -> None:
+        self.app, self.token, self.max_bytes = app, token, max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        if self.token is not None and not hmac.compare_digest(headers.get(b"authorization", b""),
+                                                              f"Bearer {self.token}".encode()):
+            await error(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})(scope, receive, send)
+            return
+        length = headers.get(b"content-length", b"").decode("latin-1")
+        if length.isdigit() and int(length) > self.max_bytes:
+            await self.too_large(f"{length} bytes")(scope, receive, send)
+            return
+        body = bytearray()
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > self.max_bytes:
+                await self.drain(receive, len(body), more)
+                await self.too_large(f"over {self.max_bytes} bytes (chunked)")(scope, receive, send)
+                return
+        problem = self.undecodable(bytes(body))
+        if problem:
+            await error(422, problem)(scope, receive, send)
+            return
+        await self.app(scope, self.replay(bytes(body), receive), send)
+
+    def too_large(self, size: str) -> JSONResponse:
+        return error(413, f"request body of {size} is over serve.max_request_bytes={self.max_bytes}")
+
+    async def drain(self, receive: Receive, received: int, more: bool) -> None:
+        while more and received <= DRAIN_FACTOR * self.max_bytes:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            received += len(message.get("body", b""))
+            more = message.get("more_body", False)
+
+    @staticmethod
+    def undecodable(body: bytes) -> str | None:
+        if not body:
+            return None
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return f"the body is not UTF-8 (byte {body[exc.start]:#04x} at offset {exc.start}): send UTF-8 JSON"
+        try:
+            json.loads(text)
+        except RecursionError:
+            return "the body's JSON is nested too deeply"
+        except ValueError:
+            return None  # malformed JSON: FastAPI's validation names where (422)
+        return None
+
+    @staticmethod
+    def replay(body: bytes, receive: Receive) -> Receive:
+        sent = False
+
+        async def again() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        return again
+
+
+def create_app(cfg: DictConfig, contract: ProgramContract, program: dspy.Module,
+               twin: dspy.Module | None = None) -> FastAPI:
+    """The API of `contract`'s program; `twin` (the program without an LM, if it has one) answers LM failures."""
     s = cfg.serve
-    contract = contract_for(cfg)
-    roles = choose_lm_or_offline(cfg, contract)
-    configure_dspy(cfg)
-    program = contract.build(cfg, build_role_lms(cfg.lm, roles) if roles else {})
-    family = "mediqa_corr" if contract.name == "mediqa_corr" else "archehr"
-    offline_program = None
-    if family == "archehr" and roles:  # what answers when the LM fails
-        offline_cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
-        with open_dict(offline_cfg):
-            offline_cfg.lm.client = None
-        choose_lm_or_offline(offline_cfg, contract)
-        offline_program = contract.build(offline_cfg, {})
-    for built in (program, offline_program):  # load the embedder now, not in the first request
-        for _, module in (built.named_sub_modules() if built is not None else []):
-            if hasattr(module, "embedder"):
-                module.embedder.encode_queries(["warm up"])
-                break
+    request_model, response_model = contract.serve_schemas()
     gate = Gate(int(s.max_concurrency), int(s.max_queue))
     token = os.environ.get(str(s.token_env)) if s.get("token_env") else None
-    lm_name = (cfg.lm.get("client") or {}).get("model", "none")
-    app = FastAPI(title="clinprog", version="0.1.0",
-                  description=f"program={contract.name}, lm={lm_name}: {__doc__.splitlines()[0]}")
+    lm_name = ((cfg.get("lm") or {}).get("client") or {}).get("model", "none")
 
-    @app.middleware("http")
-    async def guard(request: Request, call_next):
-        if token is not None and request.url.path.startswith("/v1/"):
-            sent = request.headers.get("authorization", "")
-            if not hmac.compare_digest(sent, f"Bearer {token}"):
-                return error(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
-        length = request.headers.get("content-length")
-        if length and length.isdigit() and int(length) > int(s.max_request_bytes):
-            return error(413, f"request body of {length} bytes is over serve.max_request_bytes={s.max_request_bytes}")
-        return await call_next(request)
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):
+        yield
+        gate.pool.shutdown(wait=False, cancel_futures=True)
+
+    app = FastAPI(title="clinprog", version="0.1.0", lifespan=lifespan,
+                  description=f"program={contract.name}, lm={lm_name}: {__doc__.splitlines()[0]}")
+    app.add_middleware(BodyGuard, token=token, max_bytes=int(s.max_request_bytes))
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -109,93 +235,63 @@ def create_app(cfg: DictConfig) -> FastAPI:
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "body"
         return error(422, f"{where}: {str(first.get('msg')).removeprefix('Value error, ')}")
 
-    async def run(fn) -> Any:
-        if not gate.enter():
-            return error(429, f"busy: {gate.capacity} requests running and {gate.queue} waiting",
-                         {"Retry-After": "1"})
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error(exc.status_code, str(exc.detail), getattr(exc, "headers", None))
+
+    async def run(fn: Callable[[], Any]) -> Any:
+        job = gate.submit(fn)
+        if job is None:
+            return error(429, f"busy: {gate.capacity} requests running and {gate.queue} waiting", {"Retry-After": "1"})
+        waiter = asyncio.wrap_future(job.future)
+        waiter.add_done_callback(lambda f: f.cancelled() or f.exception())  # an abandoned job's error is not lost noise
         try:
-            return await asyncio.wait_for(anyio.to_thread.run_sync(fn, limiter=gate.limiter),
-                                          timeout=float(s.timeout_s))
+            return await asyncio.wait_for(asyncio.shield(waiter), timeout=float(s.timeout_s))
         except TimeoutError:
+            gate.abandon(job)
             return error(504, f"the program took longer than serve.timeout_s={s.timeout_s} s")
+        except asyncio.CancelledError:  # the client went away
+            gate.abandon(job)
+            raise
         except ClinprogError as exc:
             return error(422, str(exc))
-        finally:
-            gate.leave()
+        except LMFailed as exc:
+            return error(502, str(exc))
 
     @app.get("/health")
     def health() -> dict[str, Any]:
-        index = None
-        if family == "mediqa_corr":
-            index = "search on" if cfg.program.search.enabled else "search off"
         return {"status": "ok", "program": contract.name, "lm": lm_name,
-                "stages": dict(cfg.program.get("stages") or {}), "index": index, "in_flight": gate.admitted,
-                "max_concurrency": gate.capacity, "max_queue": gate.queue}
+                "stages": dict(cfg.program.get("stages") or {}), **contract.serve_health(cfg), **gate.health()}
 
-    if family == "archehr":
-        @app.post("/v1/archehr/answer", response_model=ArchEHRResponse)
-        async def answer(body: ArchEHRRequest):
-            if body.xml is not None:
-                try:
-                    cases = cases_from_xml(body.xml)
-                except ClinprogError as exc:
-                    return error(422, f"xml: {exc}")
-                if len(cases) != 1:
-                    return error(422, f"xml: one <case> per request, not {len(cases)}")
-                case = cases[0]
-            else:
-                case = Case(body.case_id, body.patient_narrative or "", tuple(body.patient_question),
-                            body.clinician_question, None, tuple(NoteSentence(x.id, x.text) for x in body.sentences))
-            if len(case.sentences) > int(s.max_sentences):
-                return error(422, f"sentences: {len(case.sentences)} is over serve.max_sentences={s.max_sentences}")
-            if s.log_bodies:
-                log.info("request %s", body.model_dump_json())
+    async def endpoint(body: request_model):  # type: ignore[valid-type]
+        try:
+            item = contract.serve_item(body)
+        except ClinprogError as exc:
+            return error(422, str(exc))
+        sentences = contract.serve_sentences(item)
+        if sentences > int(s.max_sentences):
+            return error(422, f"sentences: {sentences} is over serve.max_sentences={s.max_sentences}")
+        if s.log_bodies:
+            log.info("request %s", printable(body.model_dump_json(), limit=None))
+        name = printable(str(contract.item_id(item)))
 
-            def work() -> dict[str, Any]:
-                start = time.perf_counter()
-                failure = None
-                try:
-                    pred = program(case=case)
-                except LMError as exc:
-                    if offline_program is None:
-                        raise
-                    failure = str(lm_failure(cfg.lm, exc))
-                    pred = offline_program(case=case)
-                seconds = time.perf_counter() - start
-                log.info("case %s: %d sentences, %.2f s%s", case.case_id, len(case.sentences), seconds,
-                         " (LM failed: non-LLM answer)" if failure else "")
-                return {"case_id": case.case_id, "clinician_question": pred.clinician_question,
-                        "evidence_ids": list(pred.evidence_ids), "scores": pred.scores, "selection": pred.selection,
-                        "answer": pred.answer, "alignment": pred.alignment, "grounding": pred.get("grounding"),
-                        "fallbacks": pred.fallbacks, "lm_failure": failure, "usage": pred.usage,
-                        "seconds": round(seconds, 4)}
+        def work() -> dict[str, Any]:
+            start = time.perf_counter()
+            failure = None
+            try:
+                record = contract.predict(program, item)
+            except LMError as exc:
+                failure = str(lm_failure(cfg.lm, exc))
+                record = contract.predict(twin, item) if twin is not None else contract.serve_lm_failure(item, failure)
+                if record is None:
+                    raise LMFailed(failure) from None
+            seconds = time.perf_counter() - start
+            log.info("%s %s: %d sentences, %.2f s%s", contract.unit, name, sentences, seconds,
+                     " (LM failed: the fallback answered)" if failure else "")
+            return contract.serve_response(record, failure, round(seconds, 4))
 
-            return await run(work)
+        return await run(work)
 
-    else:
-        @app.post("/v1/mediqa_corr/correct", response_model=MediqaResponse)
-        async def correct(body: MediqaRequest):
-            if len(body.sentences) > int(s.max_sentences):
-                return error(422, f"sentences: {len(body.sentences)} is over serve.max_sentences={s.max_sentences}")
-            note = Note(body.text_id, " ".join(x.text for x in body.sentences),
-                        tuple((x.id, x.text) for x in body.sentences))
-            if s.log_bodies:
-                log.info("request %s", body.model_dump_json())
-
-            def work() -> dict[str, Any]:
-                start = time.perf_counter()
-                try:
-                    record = contract.predict(program, note)
-                    failure = None
-                except LMError as exc:
-                    failure = str(lm_failure(cfg.lm, exc))
-                    record = {"flag": 0, "sentence_id": -1, "corrected": "NA", "line": f"{note.text_id} 0 -1 NA",
-                              "outcome": "lm_failure", "episodes": [], "usage": {}}
-                return {"text_id": note.text_id, "flag": record["flag"], "sentence_id": record["sentence_id"],
-                        "correction": record["corrected"], "line": record["line"], "outcome": record["outcome"],
-                        "lm_failure": failure, "episodes": record["episodes"], "usage": record["usage"],
-                        "seconds": round(time.perf_counter() - start, 4)}
-
-            return await run(work)
-
+    for path in (contract.serve_path(), *contract.serve_aliases):
+        app.post(path, response_model=response_model)(endpoint)
     return app

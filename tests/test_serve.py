@@ -100,6 +100,14 @@ def test_each_error_class_is_a_4xx_naming_the_problem(archehr, body, content, to
     assert r.status_code == status and message in r.json()["error"], r.text
 
 
+def idle(server, within: float = 120) -> None:
+    """Wait until no work runs, timed-out work included (it keeps its worker until it ends)."""
+    deadline = time.monotonic() + within
+    while httpx.get(server.url + "/health").json()["in_flight"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+
+
 def big(tag: str) -> dict:
     """2,000 sentences never seen before (no cached embeddings): several seconds of work."""
     return {"patient_narrative": "Why?", "sentences": [{"id": str(i), "text": f"Finding {tag}-{i} was noted."}
@@ -109,7 +117,9 @@ def big(tag: str) -> dict:
 def test_a_slow_request_is_504_and_beyond_capacity_and_queue_is_429(archehr):
     slow = post(archehr, "/v1/archehr/answer", big("slow"))
     assert slow.status_code == 504 and "serve.timeout_s=1" in slow.json()["error"]
-    time.sleep(6)  # the abandoned work finishes
+    health = httpx.get(archehr.url + "/health").json()
+    assert health["in_flight"] == 1 and health["timed_out_running"] == 1  # it still computes, in its slot
+    idle(archehr)
     with ThreadPoolExecutor(6) as pool:
         responses = list(pool.map(lambda i: post(archehr, "/v1/archehr/answer", big(f"q{i}")), range(6)))
     refused = [r for r in responses if r.status_code == 429]
@@ -118,13 +128,25 @@ def test_a_slow_request_is_504_and_beyond_capacity_and_queue_is_429(archehr):
 
 
 def test_concurrent_small_requests_all_succeed(archehr):
-    time.sleep(10)  # let abandoned slow work from the previous test finish
+    idle(archehr)  # timed-out work of the previous test holds the one worker until it ends
     body = {"patient_narrative": "Why was my lisinopril stopped?", "sentences": NOTE}
     with ThreadPoolExecutor(2) as pool:
         responses = list(pool.map(lambda i: post(archehr, "/v1/archehr/answer", {**body, "case_id": f"c{i}"}),
                                   range(2)))
     assert [r.status_code for r in responses] == [200, 200]
     assert [r.json()["case_id"] for r in responses] == ["c0", "c1"]
+
+
+def test_chunked_oversized_non_utf8_and_deep_bodies_are_refused_as_documented(archehr):
+    def chunks():
+        for _ in range(600):
+            yield b'{"patient_narrative": "q", "sentences": [' + b'{"id": "1", "text": "' + b"x" * 1000 + b'"}, '
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    r = httpx.post(archehr.url + "/v1/archehr/answer", content=chunks(), headers=headers, timeout=60)
+    assert r.status_code == 413 and "serve.max_request_bytes=400000" in r.json()["error"]
+    for content, message in ((b'{"patient_narrative": "\xff"}', "not UTF-8"), (b"[" * 100_000, "nested too deeply")):
+        r = post(archehr, "/v1/archehr/answer", content=content)
+        assert r.status_code == 422 and message in r.json()["error"], r.text
 
 
 def test_an_lm_failure_is_answered_by_the_documented_fallback(tmp_path):

@@ -9,16 +9,26 @@ from typing import Any
 
 import dspy
 from omegaconf import DictConfig
+from pydantic import BaseModel
 
 from common.contract import Inputs, ProgramContract
 from common.coverage import coverage, foreign
-from common.errors import ConfigError
+from common.errors import ClinprogError, ConfigError
 from common.instantiate import build, choose
 from common.usage import repairs_summary
 from programs.archehr import metrics as optimizer_metrics
 from programs.archehr.pipeline import ROLES
 from programs.archehr.report import print_scores, report_markdown, usage_summary
-from tasks.archehr.data import ArchEHRDataError, Case, check_key, load_cases, load_key, resolve_key
+from tasks.archehr.data import (
+    ArchEHRDataError,
+    Case,
+    NoteSentence,
+    cases_from_xml,
+    check_key,
+    load_cases,
+    load_key,
+    resolve_key,
+)
 from tasks.archehr.metrics import (
     MetricsConfig,
     SubmissionError,
@@ -250,3 +260,28 @@ class ArchEHRContract(ProgramContract[Case]):
     def describe(self, gold: dspy.Example, pred: Any, value: float) -> str:
         return optimizer_metrics.describe_archehr(gold, pred, value)
 
+    # --- serving (task=serve) -----------------------------------------------------------------------------------
+    serve_verb = "answer"
+
+    def serve_schemas(self) -> tuple[type[BaseModel], type[BaseModel]]:
+        from programs.archehr.serve_schemas import ArchEHRRequest, ArchEHRResponse
+
+        return ArchEHRRequest, ArchEHRResponse
+
+    def serve_item(self, request: BaseModel) -> Case:
+        """One case: the official XML of one `<case>` in `xml`, or the narrative, question phrases and sentences."""
+        if request.xml is not None:
+            try:
+                cases = cases_from_xml(request.xml)
+            except ClinprogError as exc:
+                raise ArchEHRDataError(f"xml: {exc}") from None
+            if len(cases) != 1:
+                raise ArchEHRDataError(f"xml: one <case> per request, not {len(cases)}")
+            return cases[0]
+        return Case(request.case_id, request.patient_narrative or "", tuple(request.patient_question),
+                    request.clinician_question, None, tuple(NoteSentence(x.id, x.text) for x in request.sentences))
+
+    def serve_response(self, record: dict[str, Any], lm_failure: str | None, seconds: float) -> dict[str, Any]:
+        keys = ("case_id", "clinician_question", "evidence_ids", "scores", "selection", "answer", "alignment",
+                "grounding", "fallbacks", "usage")
+        return {**{k: record.get(k) for k in keys}, "lm_failure": lm_failure, "seconds": seconds}

@@ -84,3 +84,6 @@ class ArchEHR2025Contract(ArchEHRContract):
         cited = sorted(parse_answer(pred.answer or "").citations)
         return (f"strict citation F1 {value:.3f}; essential sentence ids: {sorted(key.essential)}; "
                 f"cited: {cited}")
+
+    # --- serving (task=serve) -----------------------------------------------------------------------------------
+    serve_aliases = ("/v1/archehr/answer",)  # where program=archehr2025 was served before /v1/archehr2025/answer

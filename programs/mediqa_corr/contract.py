@@ -7,6 +7,7 @@ from typing import Any
 
 import dspy
 from omegaconf import DictConfig, OmegaConf
+from pydantic import BaseModel
 
 from common.contract import Inputs, ProgramContract
 from common.coverage import coverage, describe, foreign
@@ -194,3 +195,28 @@ class MediqaCorrContract(ProgramContract[Note]):
 
     def describe(self, gold: dspy.Example, pred: Any, value: float) -> str:
         return optimizer_metrics.describe_mediqa(gold, pred, value)
+
+    # --- serving (task=serve) -----------------------------------------------------------------------------------
+    serve_verb = "correct"
+
+    def serve_schemas(self) -> tuple[type[BaseModel], type[BaseModel]]:
+        from programs.mediqa_corr.serve_schemas import MediqaRequest, MediqaResponse
+
+        return MediqaRequest, MediqaResponse
+
+    def serve_item(self, request: BaseModel) -> Note:
+        return Note(request.text_id, " ".join(x.text for x in request.sentences),
+                    tuple((x.id, x.text) for x in request.sentences))
+
+    def serve_lm_failure(self, item: Note, failure: str) -> dict[str, Any]:
+        """No LM, no review: the documented answer is "no error" (the line the official scorer reads as flag 0)."""
+        return {"text_id": item.text_id, "flag": 0, "sentence_id": -1, "corrected": "NA",
+                "line": f"{item.text_id} 0 -1 NA", "outcome": "lm_failure", "episodes": [], "usage": {}}
+
+    def serve_response(self, record: dict[str, Any], lm_failure: str | None, seconds: float) -> dict[str, Any]:
+        return {"text_id": record["text_id"], "flag": record["flag"], "sentence_id": record["sentence_id"],
+                "correction": record["corrected"], "line": record["line"], "outcome": record["outcome"],
+                "lm_failure": lm_failure, "episodes": record["episodes"], "usage": record["usage"], "seconds": seconds}
+
+    def serve_health(self, cfg: DictConfig) -> dict[str, Any]:
+        return {"index": "search on" if cfg.program.search.enabled else "search off"}

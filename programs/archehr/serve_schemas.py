@@ -1,4 +1,5 @@
-"""Request and response bodies of the HTTP API (pydantic; the OpenAPI document is generated from them)."""
+"""`task=serve program=archehr|archehr2025`: the request and response bodies of `POST /v1/<program>/answer`
+(pydantic; the OpenAPI document is generated from them)."""
 
 from __future__ import annotations
 
@@ -45,33 +46,5 @@ class ArchEHRResponse(BaseModel):
     grounding: list[dict[str, Any]] | None
     fallbacks: dict[str, str]
     lm_failure: str | None = Field(None, description="set when the LM failed and the non-LLM program answered")
-    usage: dict[str, Any]
-    seconds: float
-
-
-class MediqaRequest(BaseModel):
-    text_id: str = "request"
-    sentences: list[NoteSentenceIn] = Field(min_length=1, description="the note, one item a sentence; ids are integers")
-
-    @model_validator(mode="after")
-    def integer_ids(self) -> MediqaRequest:
-        bad = [s.id for s in self.sentences if not s.id.lstrip("-").isdigit()]
-        if bad:
-            raise ValueError(f"sentences: ids must be integers, not {bad[:5]}")
-        ids = [s.id for s in self.sentences]
-        if len(set(ids)) != len(ids):
-            raise ValueError("sentences: duplicate ids")
-        return self
-
-
-class MediqaResponse(BaseModel):
-    text_id: str
-    flag: int
-    sentence_id: int
-    correction: str
-    line: str
-    outcome: str
-    lm_failure: str | None = None
-    episodes: list[dict[str, Any]]
     usage: dict[str, Any]
     seconds: float

@@ -1,0 +1,255 @@
+"""`task=serve` under abuse, through a toy program whose work is slow on purpose: the HTTP layer (serving/app.py)
+served in-process by uvicorn on 127.0.0.1 and called over real sockets (chunked bodies, raw bytes)."""
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dspy
+import httpx
+import pytest
+import uvicorn
+from omegaconf import OmegaConf
+from pydantic import BaseModel
+
+from common.contract import ProgramContract
+from common.errors import ConfigError
+from lms.local_server import free_port
+from serving.app import create_app
+
+SERVING = Path(__file__).resolve().parents[1] / "serving"
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    seconds: float
+    sentences: tuple[str, ...] = ()
+
+
+class JobRequest(BaseModel):
+    id: str = "job"
+    seconds: float = 0.0
+    sentences: list[str] = []
+
+
+class JobResponse(BaseModel):
+    id: str
+    lm_failure: str | None = None
+    seconds: float
+
+
+class SlowProgram(dspy.Module):
+    """Sleeps as long as the request says and counts how many of its calls run at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+        self.running = self.most = 0
+        self.started: list[str] = []
+
+    def forward(self, job: Job) -> dspy.Prediction:
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+            self.started.append(job.id)
+        try:
+            time.sleep(job.seconds)
+        finally:
+            with self.lock:
+                self.running -= 1
+        return dspy.Prediction(id=job.id)
+
+
+class NotServed(ProgramContract[Job]):
+    """A program that declares no serving: everything else a contract needs, unused here."""
+
+    name = "slow"
+    unit = "job"
+
+    def load(self, cfg, split="run"):
+        raise NotImplementedError
+
+    def item_id(self, item: Job) -> str:
+        return item.id
+
+    def build(self, cfg, role_lms, **resources):
+        return SlowProgram()
+
+    def predict(self, program, item: Job) -> dict[str, Any]:
+        return {"id": program(job=item).id}
+
+    def write_submission(self, records, out):
+        raise NotImplementedError
+
+    def score(self, cfg, inputs, records):
+        return None
+
+    def score_files(self, cfg, inputs, path):
+        raise NotImplementedError
+
+    def usage(self, records):
+        return {}
+
+    def report(self, cfg, usage, scores):
+        return ""
+
+
+class Slow(NotServed):
+    serve_verb = "work"
+
+    def serve_schemas(self):
+        return JobRequest, JobResponse
+
+    def serve_item(self, request: JobRequest) -> Job:
+        return Job(request.id, request.seconds, tuple(request.sentences))
+
+    def serve_response(self, record, lm_failure, seconds):
+        return {"id": record["id"], "lm_failure": lm_failure, "seconds": seconds}
+
+
+class Live:
+    """create_app(...) under uvicorn in a thread of this process."""
+
+    def __init__(self, **serve: Any) -> None:
+        settings = {"host": "127.0.0.1", "max_concurrency": 1, "max_queue": 0, "timeout_s": 0.5,
+                    "max_request_bytes": 2000, "max_sentences": 5, "token_env": None, "log_bodies": False, **serve}
+        cfg = OmegaConf.create({"serve": settings, "lm": {"client": None}, "program": {"name": "slow"}})
+        self.program = SlowProgram()
+        self.url = f"http://127.0.0.1:{free_port()}"
+        port = int(self.url.rsplit(":", 1)[1])
+        self.server = uvicorn.Server(uvicorn.Config(create_app(cfg, Slow(), self.program), host="127.0.0.1",
+                                                    port=port, log_config=None, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert time.monotonic() < deadline, "the in-process server did not start"
+            time.sleep(0.02)
+
+    def post(self, body: dict[str, Any] | None = None, **kwargs: Any) -> httpx.Response:
+        return httpx.post(f"{self.url}/v1/slow/work", json=body, timeout=30, **kwargs)
+
+    def health(self) -> dict[str, Any]:
+        return httpx.get(f"{self.url}/health", timeout=10).json()
+
+    def idle(self, within: float = 20) -> dict[str, Any]:
+        deadline = time.monotonic() + within
+        while (health := self.health())["in_flight"]:
+            assert time.monotonic() < deadline, health
+            time.sleep(0.05)
+        return health
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def live():
+    servers: list[Live] = []
+
+    def start(**serve: Any) -> Live:
+        servers.append(Live(**serve))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def test_timed_out_work_keeps_its_slot_until_it_really_ends(live):
+    server = live(max_concurrency=1, max_queue=0, timeout_s=0.5)
+    slow = server.post({"id": "slow", "seconds": 2.5})
+    assert slow.status_code == 504 and "serve.timeout_s=0.5" in slow.json()["error"]
+    health = server.health()
+    assert health["in_flight"] == 1 and health["running"] == 1 and health["timed_out_running"] == 1
+    refused = server.post({"id": "second", "seconds": 0})  # the one worker still computes the timed-out request
+    assert refused.status_code == 429 and "busy" in refused.json()["error"]
+    assert server.idle()["timed_out_running"] == 0
+    assert server.post({"id": "third", "seconds": 0}).status_code == 200
+    assert server.program.most == 1 and server.program.started == ["slow", "third"]
+
+
+def test_a_client_cannot_pile_up_work_beyond_max_concurrency(live):
+    server = live(max_concurrency=2, max_queue=16, timeout_s=0.4)
+    with ThreadPoolExecutor(6) as pool:
+        responses = list(pool.map(lambda i: server.post({"id": f"j{i}", "seconds": 1.5}), range(6)))
+    assert [r.status_code for r in responses] == [504] * 6
+    server.idle()
+    # two ran (and kept their workers past their 504); the four that were still waiting were cancelled, never run
+    assert server.program.most == 2 and len(server.program.started) == 2
+
+
+def chunks(body: bytes, size: int = 500):
+    for i in range(0, len(body), size):
+        yield body[i: i + size]
+
+
+def test_a_chunked_body_is_counted_as_it_arrives(live):
+    server = live(max_request_bytes=2000)
+    small = b'{"id": "small", "sentences": ["a", "b"]}'
+    ok = server.post(content=chunks(small, 7), headers={"Content-Type": "application/json"})
+    assert ok.status_code == 200 and ok.json()["id"] == "small"
+    large = ('{"id": "large", "sentences": [' + ", ".join(['"' + "x" * 90 + '"'] * 100) + "]}").encode()
+    assert len(large) > 9000
+    r = server.post(content=chunks(large), headers={"Content-Type": "application/json"})
+    assert r.status_code == 413 and "serve.max_request_bytes=2000" in r.json()["error"], r.text
+    assert server.program.started == ["small"]
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (b'{"id": "caf\xe9"}', "the body is not UTF-8 (byte 0xe9 at offset 11)"),
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    (b'{"id": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
+    (b'{"id": 5', "malformed JSON"),
+])
+def test_undecodable_bodies_are_the_documented_422(live, content, message):
+    server = live(max_request_bytes=1_000_000)
+    r = server.post(content=content, headers={"Content-Type": "application/json"})
+    assert r.status_code == 422 and message in r.json()["error"], r.text
+
+
+def test_every_error_is_an_error_object(live):
+    server = live()
+    assert httpx.get(f"{server.url}/v1/nowhere").json() == {"error": "Not Found"}
+    assert httpx.get(f"{server.url}/v1/slow/work").status_code == 405
+    many = server.post({"sentences": ["s"] * 6})
+    assert many.status_code == 422 and many.json() == {"error": "sentences: 6 is over serve.max_sentences=5"}
+
+
+def test_client_ids_cannot_forge_log_lines(live, caplog):
+    server = live()
+    caplog.set_level(logging.INFO, logger="clinprog.serve")
+    r = server.post({"id": "a\nERROR forged line\r\x1b[31m\u2028"})
+    assert r.status_code == 200
+    lines = [rec.getMessage() for rec in caplog.records if rec.name == "clinprog.serve"]
+    assert len(lines) == 1 and lines[0].startswith(r"job a\nERROR forged line\r\x1b[31m\u2028: 0 sentences")
+    assert not any(ch in lines[0] for ch in "\n\r\x1b\u2028")
+
+
+def test_a_program_without_serving_declarations_is_one_error():
+    cfg = OmegaConf.create({"serve": {"max_concurrency": 1, "max_queue": 0}, "lm": {"client": None}})
+    with pytest.raises(ConfigError, match=r"^program=slow cannot be served: its contract declares no serve_schemas"):
+        create_app(cfg, NotServed(), SlowProgram())
+
+
+def test_routes_come_from_each_contract_and_keep_the_earlier_urls():
+    from programs.archehr.contract import ArchEHRContract
+    from programs.archehr2025.contract import ArchEHR2025Contract
+    from programs.mediqa_corr.contract import MediqaCorrContract
+
+    assert ArchEHRContract().serve_path() == "/v1/archehr/answer"
+    assert (ArchEHR2025Contract().serve_path(), ArchEHR2025Contract.serve_aliases) == (
+        "/v1/archehr2025/answer", ("/v1/archehr/answer",))
+    assert MediqaCorrContract().serve_path() == "/v1/mediqa_corr/correct"
+
+
+def test_serving_names_no_program():
+    for path in SERVING.glob("*.py"):
+        text = path.read_text(encoding="utf-8").lower()
+        assert not [name for name in ("archehr", "mediqa", "case_id", "text_id") if name in text], path
