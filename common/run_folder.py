@@ -1,11 +1,13 @@
-"""A run folder that one run holds at a time and that never mixes predictions of two configurations.
+"""A run folder that one run holds at a time and that never mixes outputs of two configurations.
 
-- `run.lock` holds the PID of the run using the folder; a second run refuses with one line. A lock left by a dead
-  process (kill -9, power loss) is taken over with a warning.
+- `run.lock` holds the PID, start time and command of the run using the folder; a second run refuses with one line
+  that says how to clear a lock no run holds. A lock whose process is gone (kill -9, power loss) or is now another
+  process (PID reuse after a restart, a hand-written PID) is taken over with a warning.
 - `fingerprint.json` records what determines the predictions (program config, input file hashes, compiled state,
   LM identity). Rerunning into the folder resumes only when it matches; otherwise the run refuses with what differs
-  (`run.resume=restart` sets the old predictions aside and starts fresh, `run.resume=force` resumes anyway).
-"""
+  and leaves the folder as it was, Hydra's `.hydra/*.yaml` included (`run.resume=restart` moves every output of the
+  earlier run together into `previous/<time>/` before the first new record; `run.resume=force` resumes anyway).
+- `hydra.run.dir` naming an existing file is one error line (RunFolderCallback, before Hydra writes there)."""
 
 from __future__ import annotations
 
@@ -13,9 +15,13 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
 
 from common.errors import ClinprogError, RunFolderError
 from common.flatten import flatten
@@ -39,11 +45,31 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
+    except OverflowError:  # a hand-written number no PID can be
+        return False
     return True
 
 
+def process_identity(pid: int) -> dict[str, str] | None:
+    """A live process's start time (clock ticks since boot, /proc/<pid>/stat field 22) and command line: with the
+    PID they name one process for good, so a reused PID is told apart. None where /proc cannot say."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()  # after the command name, which may hold spaces and parentheses
+    return {"start": fields[19] if len(fields) > 19 else "",
+            "command": command.replace(b"\0", b" ").decode("utf-8", "replace").strip()[:300]}
+
+
+def _looks_like_clinprog(command: str) -> bool:
+    return "main.py" in command or "clinprog" in command
+
+
 class RunLock:
-    """An exclusive lock file holding the owner's PID (O_EXCL create; stale locks of dead PIDs are taken over)."""
+    """An exclusive lock file (O_EXCL create) holding the owner's PID, start time and command; a lock whose owner is
+    gone, or whose PID now names another process, is stale and taken over."""
 
     def __init__(self, folder: Path) -> None:
         self.path = folder / "run.lock"
@@ -55,23 +81,55 @@ class RunLock:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
                 owner = self._owner()
-                if owner is not None and owner != os.getpid() and _pid_alive(owner):
-                    raise RunFolderError(f"{self.path.parent} is in use by another run (PID {owner}); wait for it to "
-                                         "finish or run into another folder (omit hydra.run.dir)") from None
-                log.warning("%s: taking over a stale lock of PID %s (no longer running)", self.path, owner)
+                stale = self._stale(owner)
+                if stale is None:
+                    assert owner is not None
+                    command = f": {owner['command']}" if owner.get("command") else ""
+                    raise RunFolderError(f"{self.path.parent} is in use by another run (PID {owner['pid']}{command}); "
+                                         "wait for it to finish or run into another folder (omit hydra.run.dir); if "
+                                         f"no run uses this folder, delete {self.path}") from None
+                log.warning("%s: taking over a stale lock (%s)", self.path, stale)
                 self.path.unlink(missing_ok=True)
                 continue
+            me = {"pid": os.getpid(), **(process_identity(os.getpid()) or {}), "folder": str(self.path.parent)}
             with os.fdopen(fd, "w") as fh:
-                fh.write(f"{os.getpid()}\n")
+                fh.write(json.dumps(me) + "\n")
             self.held = True
             return
         raise RunFolderError(f"{self.path}: cannot take the run lock")
 
-    def _owner(self) -> int | None:
+    def _owner(self) -> dict[str, Any] | None:
         try:
-            return int(self.path.read_text().split()[0])
-        except (OSError, ValueError, IndexError):
+            text = self.path.read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            return None
+        try:
+            owner = json.loads(text) if text.startswith("{") else {"pid": int(text.split()[0])}  # older: a PID only
+            owner["pid"] = int(owner["pid"])
+            return owner
+        except (ValueError, KeyError, IndexError, TypeError):
             return None  # a half-written lock file: its writer died between create and write
+
+    @staticmethod
+    def _stale(owner: dict[str, Any] | None) -> str | None:
+        """Why the lock is stale, or None when a live run holds it."""
+        if owner is None:
+            return "an unreadable or half-written lock"
+        pid = owner["pid"]
+        if pid == os.getpid():
+            return f"PID {pid} is this process"
+        if pid <= 0 or not _pid_alive(pid):
+            return f"PID {pid} is no longer running"
+        now = process_identity(pid)
+        if now is None:  # no /proc (macOS): a live PID is taken as the owner
+            return None
+        if owner.get("start"):
+            if owner["start"] != now["start"]:
+                return f"PID {pid} is now another process ({now['command'] or 'no command line'})"
+            return None
+        if not _looks_like_clinprog(now["command"]):  # a PID written by hand or by an older clinprog
+            return f"PID {pid} is not a clinprog run ({now['command'] or 'no command line'})"
+        return None
 
     def release(self) -> None:
         if self.held:
@@ -79,24 +137,11 @@ class RunLock:
             self.held = False
 
 
-COPIES = ("module", "implementations", "fallbacks")  # config sections that interpolate the user-facing values
-
-
 def differences(old: dict[str, Any], new: dict[str, Any], limit: int = 4) -> list[str]:
-    """The changed keys, one line each; a value the config interpolates into several places (program.offline.x
-    reaches the module, the implementations and the fallbacks) is named once, by its shortest key."""
+    """The changed keys, one line each (each value has one key: stage parameters live in one config file)."""
     a, b = flatten(old), flatten(new)
-    groups: dict[tuple[str, str, str], list[str]] = {}
-    for k in sorted(set(a) | set(b)):
-        if a.get(k) != b.get(k):
-            change = (k.rsplit(".", 1)[-1], repr(a.get(k, "(unset)")), repr(b.get(k, "(unset)")))
-            groups.setdefault(change, []).append(k)
-    diffs = []
-    for (_, before, after), keys in groups.items():
-        # the key a user sets, not where the config copies it to (program.module.*, implementations, fallbacks)
-        key = min(keys, key=lambda k: (any(f".{part}." in k for part in COPIES), len(k), k))
-        more = len(keys) - 1
-        diffs.append(f"{key}: {before} -> {after}" + (f" (copied to {more} more key{'s' * (more > 1)})" if more else ""))
+    diffs = [f"{k}: {a.get(k, '(unset)')!r} -> {b.get(k, '(unset)')!r}"
+             for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
     return diffs[:limit] + ([f"... {len(diffs) - limit} more"] if len(diffs) > limit else [])
 
 
@@ -115,11 +160,17 @@ class RunFolder:
 
     def __enter__(self) -> RunFolder:
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.lock.acquire()
+        try:
+            self.lock.acquire()
+        except RunFolderError:
+            restore_hydra_files(self.folder)  # the folder's files stay those of the run that holds it
+            raise
         try:
             self._check_fingerprint()
-        except BaseException:
+        except BaseException as exc:
             self.lock.release()
+            if isinstance(exc, RunFolderError):
+                restore_hydra_files(self.folder)  # a refused run leaves the folder as it found it
             raise
         return self
 
@@ -139,15 +190,96 @@ class RunFolder:
             what = differences(old or {}, self.fingerprint) if old else ["no fingerprint.json (made by an older clinprog)"]
             if self.resume == "auto":
                 raise RunFolderError(f"{self.folder} holds predictions of a different run ({'; '.join(what)}); rerun "
-                                     "into a new folder (omit hydra.run.dir), or add run.resume=restart to set them "
-                                     "aside and start fresh, or run.resume=force to keep them")
+                                     "into a new folder (omit hydra.run.dir), or add run.resume=restart to move "
+                                     "its outputs to previous/ and start fresh, or run.resume=force to keep them")
             if self.resume == "restart":
-                stamp = time.strftime("%Y%m%d-%H%M%S")
-                moved = self.predictions.with_name(f"{self.predictions.name}.stale-{stamp}")
-                os.replace(self.predictions, moved)
-                log.warning("run.resume=restart: earlier predictions moved to %s", moved)
+                moved = self.set_aside()
+                log.warning("run.resume=restart: the earlier run's outputs moved to %s", moved)
             else:
                 log.warning("run.resume=force: resuming predictions made with a different run (%s)", "; ".join(what))
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(self.fingerprint, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         os.replace(tmp, path)
+
+    def set_aside(self) -> Path:
+        """Move every output of the earlier run (and its Hydra config) into `previous/<time>/`, predictions last:
+        a run killed halfway still finds them and the next restart moves the rest, so old scores, submissions or
+        reports never stand beside new predictions."""
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        target = self.folder / "previous" / stamp
+        n = 1
+        while target.exists():
+            n += 1
+            target = self.folder / "previous" / f"{stamp}-{n}"
+        target.mkdir(parents=True)
+        names = {self.predictions.name, f"{self.predictions.name}.torn"}
+        outputs = sorted({p for pattern in OUTPUTS for p in self.folder.glob(pattern)
+                          if p.is_file() and p.name not in names}) + \
+            [p for p in (self.folder / f"{self.predictions.name}.torn", self.predictions) if p.exists()]
+        earlier_hydra = HYDRA_FILES_BEFORE.get(self.folder.resolve())
+        if earlier_hydra:  # the earlier run's .hydra/*.yaml, as Hydra found them before this run rewrote them
+            (target / ".hydra").mkdir()
+            for name, data in earlier_hydra.items():
+                if data is not None:
+                    (target / ".hydra" / name).write_bytes(data)
+        for path in outputs:
+            os.replace(path, target / path.name)
+        return target
+
+
+# What a run writes into its folder besides predictions (set aside together by run.resume=restart). main.log and
+# .hydra/ are Hydra's: this run's log and config go on there.
+OUTPUTS = ("fingerprint.json", "scores.json", "usage.json", "config.json", "report.md", "report.html", "submission*",
+           "*.tmp")
+HYDRA_FILES = ("config.yaml", "hydra.yaml", "overrides.yaml")
+# .hydra/*.yaml of each run folder as they were before Hydra wrote this run's (None: absent), by resolved folder
+HYDRA_FILES_BEFORE: dict[Path, dict[str, bytes | None]] = {}
+
+
+def remember_hydra_files(folder: Path, subdir: str = ".hydra") -> None:
+    if not (folder / subdir).is_dir():
+        return
+    HYDRA_FILES_BEFORE[folder.resolve()] = {
+        name: (folder / subdir / name).read_bytes() if (folder / subdir / name).is_file() else None
+        for name in HYDRA_FILES}
+
+
+def restore_hydra_files(folder: Path, subdir: str = ".hydra") -> None:
+    """Put back the .hydra/*.yaml Hydra rewrote for a run the folder refused (they describe the run that is there)."""
+    before = HYDRA_FILES_BEFORE.get(folder.resolve())
+    if before is None:
+        return
+    for name, data in before.items():
+        path = folder / subdir / name
+        if data is None:
+            path.unlink(missing_ok=True)
+        else:
+            tmp = path.with_name(name + ".tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+
+
+def _not_a_file(key: str, folder: Path) -> None:
+    if folder.exists() and not folder.is_dir():
+        print(f"error: {key}={folder} is a file, not a folder; choose a folder for the run's outputs", file=sys.stderr)
+        raise SystemExit(2)
+
+
+class RunFolderCallback(Callback):
+    """Hydra callback (conf/config.yaml, hydra.callbacks): runs before Hydra creates the run folder and writes its
+    .hydra/*.yaml there. It refuses a run folder that is a file, and keeps the folder's earlier .hydra files so a
+    refused rerun can put them back."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        folder = Path(str(config.hydra.run.dir))
+        _not_a_file("hydra.run.dir", folder)
+        if config.hydra.get("output_subdir"):
+            remember_hydra_files(folder, str(config.hydra.output_subdir))
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep = Path(str(config.hydra.sweep.dir))
+        _not_a_file("hydra.sweep.dir", sweep)
+        if config.hydra.get("output_subdir") and sweep.is_dir():
+            for job in sweep.iterdir():
+                if job.is_dir():
+                    remember_hydra_files(job, str(config.hydra.output_subdir))

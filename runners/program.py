@@ -113,6 +113,15 @@ def fingerprint(cfg: DictConfig, contract: ProgramContract, inputs: Inputs) -> d
     }
 
 
+def check_data_limit(cfg: DictConfig, contract: ProgramContract) -> None:
+    """data.limit (the first N items) is a positive integer or null: anything else is one error line, never a
+    traceback or a silent slice (`-1` would drop the last item, `0` run them all)."""
+    limit = (cfg.get("data") or {}).get("limit")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ConfigError(f"data.limit must be a positive integer (the first N {contract.unit}s) or null (every "
+                          f"{contract.unit}), not {limit!r}")
+
+
 def finish(cfg: DictConfig, contract: ProgramContract, inputs: Inputs, records: list[dict[str, Any]]) -> Any:
     out = output_dir()
     contract.write_submission(records, out)
@@ -133,6 +142,7 @@ def run(cfg: DictConfig) -> float | None:
     from lms import build_role_lms
 
     contract = contract_for(cfg)
+    check_data_limit(cfg, contract)
     inputs = contract.load(cfg)          # bad input fails here, before any LM is built or called
     inputs = select_shard(cfg, contract, inputs)   # data.num_shards=N data.shard=K: the K-th slice (runners/shards.py)
     roles = choose_lm_or_offline(cfg, contract)
@@ -177,6 +187,7 @@ def run(cfg: DictConfig) -> float | None:
 def evaluate(cfg: DictConfig) -> float | None:
     """task=evaluate: score the submission file(s) at `data.submissions` (or `data.predictions`), or run then score."""
     contract = contract_for(cfg)
+    check_data_limit(cfg, contract)
     path = cfg.data.get("submissions") or cfg.data.get("predictions")
     if not path:
         return run(cfg)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from common.errors import RunFolderError
+from common.errors import ConfigError, RunFolderError
 from common.prediction_log import PredictionLog, PredictionLogError
 from common.run_folder import RunFolder
 from tests.conftest import ROOT
@@ -50,17 +50,45 @@ def test_a_hand_broken_line_is_one_error_naming_file_and_line(tmp_path):
         log.read()
 
 
-def test_one_run_per_folder_and_stale_locks_are_taken_over(tmp_path):
-    with RunFolder(tmp_path, {"a": 1}), pytest.raises(RunFolderError, match=r"in use by another run \(PID \d+\)"):
-        # another process holds it: simulate with the parent's PID, which is alive
-        (tmp_path / "run.lock").write_text(f"{os.getppid()}\n")
-        with RunFolder(tmp_path, {"a": 1}):
+HOLD = """
+import sys
+from common.run_folder import RunFolder
+with RunFolder(sys.argv[1], {"a": 1}):
+    print("held", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def test_one_run_per_folder_and_the_error_says_how_to_clear_the_lock(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], cwd=ROOT, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(RunFolderError) as refused, RunFolder(tmp_path, {"a": 1}):
             pass
+        assert str(refused.value).startswith(f"{tmp_path} is in use by another run (PID {holder.pid}: ")
+        assert str(refused.value).endswith(f"if no run uses this folder, delete {tmp_path / 'run.lock'}")
+    finally:
+        holder.communicate("\n", timeout=60)
+    assert not (tmp_path / "run.lock").exists()
+
+
+@pytest.mark.parametrize("lock", [
+    "1\n",                                    # echo 1 > run.lock: a live process, not a clinprog run
+    "{pid}\n",                                # the PID of a live process that is not a clinprog run
+    '{{"pid": {pid}, "start": "1", "command": "python main.py"}}\n',  # a reused PID: another start time
+    "{dead}\n",                               # a process that is gone
+    "99999999999999999999\n",                 # no process can have it
+    "not a lock\n",
+])
+def test_a_lock_no_run_of_this_folder_holds_is_taken_over(tmp_path, caplog, lock):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    (tmp_path / "run.lock").write_text(f"{dead.pid}\n")
+    (tmp_path / "run.lock").write_text(lock.format(pid=os.getppid(), dead=dead.pid))
     with RunFolder(tmp_path, {"a": 1}):
-        assert (tmp_path / "run.lock").read_text().strip() == str(os.getpid())
+        held = json.loads((tmp_path / "run.lock").read_text())
+        assert held["pid"] == os.getpid() and held["start"] and "pytest" in held["command"]
+    assert "taking over a stale lock" in caplog.text
     assert not (tmp_path / "run.lock").exists()
 
 
@@ -74,7 +102,7 @@ def test_a_changed_fingerprint_refuses_restarts_or_forces(tmp_path):
         assert folder.predictions.exists()
     with RunFolder(tmp_path, {"program": {"align_threshold": 0.5}}, resume="restart") as folder:
         assert not folder.predictions.exists()
-        assert len(list(tmp_path.glob("predictions.jsonl.stale-*"))) == 1
+        assert len(list(tmp_path.glob("previous/*/predictions.jsonl"))) == 1
 
 
 def main(*args, **kwargs):
@@ -87,11 +115,14 @@ def test_rerun_with_a_changed_config_refuses_in_one_line_then_restarts(tmp_path)
     out = tmp_path / "run"
     assert main("data.limit=2", f"hydra.run.dir={out}").returncode == 0
     first = (out / "predictions.jsonl").read_text()
+    hydra_files = {name: (out / ".hydra" / name).read_bytes() for name in ("config.yaml", "hydra.yaml", "overrides.yaml")}
     again = main("data.limit=2", "program.offline.align_threshold=0.95", f"hydra.run.dir={out}")
     assert again.returncode == 2
     assert again.stderr.strip().splitlines() == [again.stderr.strip()]  # one line
     assert "program.offline.align_threshold: 0.3 -> 0.95" in again.stderr and "run.resume=restart" in again.stderr
     assert (out / "predictions.jsonl").read_text() == first  # nothing stale was served or lost
+    # the folder still describes the run whose predictions it holds
+    assert {name: (out / ".hydra" / name).read_bytes() for name in hydra_files} == hydra_files
     restarted = main("data.limit=2", "program.offline.align_threshold=0.95", "run.resume=restart",
                      f"hydra.run.dir={out}")
     assert restarted.returncode == 0, restarted.stderr[-1500:]
@@ -166,7 +197,32 @@ def test_two_concurrent_runs_into_one_folder_the_second_refuses(tmp_path):
     if "in use by another run" not in second.stderr:
         pytest.skip("the first run finished before the second started")
     assert second.returncode == 2
-    assert second.stderr.strip() == (f"error: {out} is in use by another run (PID {first.pid}); wait for it to finish "
-                                     "or run into another folder (omit hydra.run.dir)")
+    assert second.stderr.strip().startswith(f"error: {out} is in use by another run (PID {first.pid}: ")
+    assert second.stderr.strip().count("\n") == 0 and "delete" in second.stderr
     ids = [json.loads(line)["case_id"] for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert len(ids) == len(set(ids)) == 34  # each case once: the second run did not redo any
+
+
+@pytest.mark.parametrize("program", ["archehr", "archehr2025", "mediqa_corr"])
+@pytest.mark.parametrize("task", ["run", "evaluate"])
+@pytest.mark.parametrize("limit", ["abc", "-1", "0", "1.5", "true"])
+def test_data_limit_must_be_a_positive_integer_or_null(program, task, limit):
+    from runners import program as runner
+    from runners.program import compose_config
+
+    cfg = compose_config(f"program={program}", f"task={task}", f"data.limit={limit}",
+                         f"++data.submissions={ROOT / 'nowhere'}")
+    with pytest.raises(ConfigError, match=r"^data.limit must be a positive integer \(the first N \w+s\) or null"):
+        getattr(runner, task)(cfg)
+
+
+def test_bad_data_limit_and_a_run_dir_that_is_a_file_are_one_error_line(tmp_path):
+    a_file = tmp_path / "results.txt"
+    a_file.write_text("mine")
+    limit = main("data.limit=abc", f"hydra.run.dir={tmp_path / 'run'}")
+    assert limit.returncode == 2 and limit.stderr == ("error: data.limit must be a positive integer (the first N "
+                                                      "cases) or null (every case), not 'abc'\n")
+    proc = main(f"hydra.run.dir={a_file}")
+    assert proc.returncode == 2 and proc.stderr == (f"error: hydra.run.dir={a_file} is a file, not a folder; choose "
+                                                    "a folder for the run's outputs\n")
+    assert a_file.read_text() == "mine"
