@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -11,17 +13,27 @@ from common.errors import ConfigError
 
 
 def no_lm_twin(cfg: DictConfig, contract: ProgramContract) -> Any:
-    """The program without an LM, to answer when the LM fails; None when the program has no non-LLM stages."""
+    """The same program composed with `lm=none` (its non-LLM stages), to answer when the LM fails; None when the
+    program has no non-LLM stages (the contract's fallback record answers instead)."""
+    from hydra import compose
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
     from runners.program import choose_lm_or_offline
 
-    offline_cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
-    with open_dict(offline_cfg):
-        offline_cfg.lm.client = None
+    if HydraConfig.initialized() and GlobalHydra.instance().is_initialized():  # under main.py: the user's overrides
+        overrides = [o for o in HydraConfig.get().overrides.task if not o.lstrip("+~").startswith(("lm=", "lm."))]
+        offline_cfg = compose(config_name="config", overrides=[*overrides, "lm=none"])
+    else:  # a composed config handed in (scripts, notebooks)
+        offline_cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+        with open_dict(offline_cfg):
+            offline_cfg.lm.client = None
     try:
-        choose_lm_or_offline(offline_cfg, contract)
-    except ConfigError:  # every stage needs an LM: the contract's fallback record answers instead
+        with contextlib.redirect_stdout(io.StringIO()):  # its "no LM chosen" line would mislead: an LM is chosen
+            roles = choose_lm_or_offline(offline_cfg, contract)
+    except ConfigError:
         return None
-    return contract.build(offline_cfg, {})
+    return None if roles else contract.build(offline_cfg, {})
 
 
 def warm_up(program: Any) -> None:
