@@ -6,8 +6,9 @@
 - `run.ray.num_workers` actors each build the program once (program_worker.py) and run `lm.num_threads` items at a
   time; each holds one more item queued so it never waits for the driver between items.
 - `lm.rate_limit` is one limiter actor for all workers (limits.py).
-- A worker that dies loses only its items in flight: Ray restarts it once and those items go back to the queue once;
-  an item lost twice, or items left when every worker is gone, stay for the rerun to resume (one error line).
+- A worker that dies loses only its items in flight: they go back to the queue once and a fresh worker takes its
+  place once (a new actor: Ray queues items for an actor being created, while a restarting one refuses them); an
+  item lost twice, or items left when every worker is gone, stay for the rerun to resume (one error line).
 - Ctrl-C kills this run's actors (never someone else's on a shared cluster) and keeps every record already saved.
 """
 
@@ -26,7 +27,7 @@ from common.errors import ClinprogError, ConfigError
 from runners.executors import Save
 
 log = logging.getLogger(__name__)
-RESTARTS = 1  # a worker that dies is restarted once; its in-flight items are re-queued once
+REPLACEMENTS = 1  # a worker that dies is replaced once; its in-flight items are re-queued once
 
 
 @dataclass
@@ -41,7 +42,7 @@ class Slot:
 
     @property
     def alive(self) -> bool:
-        return self.deaths <= RESTARTS
+        return self.deaths <= REPLACEMENTS
 
 
 def ray_settings(cfg: DictConfig) -> dict[str, Any]:
@@ -94,16 +95,20 @@ class RayExecutor:
         self.where = f"a local Ray started for this run ({cpus} CPUs, {ray.get_runtime_context().gcs_address})"
         return True
 
-    def _start_workers(self, ray: Any, num_threads: int) -> tuple[list[Slot], Any]:
+    def _start_workers(self, ray: Any, num_threads: int) -> tuple[list[Slot], Any, Callable[[], Any]]:
         from runners.executors.limits import SharedLimiter
         from runners.executors.program_worker import ProgramWorker
 
         limiter = None
         if self.limits:
             limiter = ray.remote(SharedLimiter).options(num_cpus=0).remote(*self.limits)
-        worker = ray.remote(ProgramWorker).options(num_cpus=self.settings["cpus_per_worker"], max_restarts=RESTARTS,
-                                                   max_task_retries=0, max_concurrency=max(1, num_threads))
-        slots = [Slot(i, worker.remote(self.config, os.getcwd(), limiter)) for i in range(self.settings["num_workers"])]
+        worker = ray.remote(ProgramWorker).options(num_cpus=self.settings["cpus_per_worker"], max_restarts=0,
+                                                   max_concurrency=max(1, num_threads))
+
+        def new_worker() -> Any:
+            return worker.remote(self.config, os.getcwd(), limiter)
+
+        slots = [Slot(i, new_worker()) for i in range(self.settings["num_workers"])]
         try:
             places = ray.get([slot.actor.ready.remote() for slot in slots])
         except ray.exceptions.RayTaskError as exc:  # the build failed: the same one line a local run gives
@@ -111,13 +116,13 @@ class RayExecutor:
         except ray.exceptions.RayActorError as exc:
             raise ClinprogError(f"run.executor=ray: a worker could not start ({_first_line(exc)})") from None
         for slot, place in zip(slots, places, strict=True):
-            slot.where = f"pid {place['pid']} on {place['host']} ({place['node']})"
+            slot.where = _where(place)
         limit = f"; lm.rate_limit rpm={self.limits[0]} tpm={self.limits[1]} shared by all workers" if self.limits else ""
         log.info("run.executor=ray: %d workers x %d thread(s) on %s%s", len(slots), max(1, num_threads), self.where,
                  limit)
         for slot in slots:
             log.info("ray worker %d: %s", slot.index, slot.where)
-        return slots, limiter
+        return slots, limiter, new_worker
 
     # --- the items ----------------------------------------------------------------------------------------------
     def run(self, todo: Sequence[Any], run_one: Callable[[Any], dict[str, Any]], save: Save, num_threads: int) -> None:
@@ -127,17 +132,19 @@ class RayExecutor:
         slots: list[Slot] = []
         limiter = None
         try:
-            slots, limiter = self._start_workers(ray, num_threads)
-            self._dispatch(ray, slots, list(todo), save, depth=max(1, num_threads) + 1)
+            slots, limiter, new_worker = self._start_workers(ray, num_threads)
+            self._dispatch(ray, slots, new_worker, list(todo), save, depth=max(1, num_threads) + 1)
         finally:
             for actor in [s.actor for s in slots] + ([limiter] if limiter is not None else []):
                 ray.kill(actor, no_restart=True)  # Ctrl-C or an error: this run's work stops on the cluster too
             if started:
                 ray.shutdown()
 
-    def _dispatch(self, ray: Any, slots: list[Slot], todo: list[Any], save: Save, depth: int) -> None:
+    def _dispatch(self, ray: Any, slots: list[Slot], new_worker: Callable[[], Any], todo: list[Any], save: Save,
+                  depth: int) -> None:
         queue = collections.deque(todo)
         in_flight: dict[Any, tuple[Slot, int, Any]] = {}  # ref -> (worker, its deaths when sent, item)
+        starting: dict[Any, Slot] = {}  # ready() of a replacement worker -> its slot
         requeued: set[int] = set()
         lost: list[Any] = []
         while True:
@@ -148,18 +155,23 @@ class RayExecutor:
                     slot.busy += 1
             if not in_flight:
                 break
-            ready, _ = ray.wait(list(in_flight), num_returns=1)
+            ready, _ = ray.wait([*in_flight, *starting], num_returns=1)
             for ref in ready:
+                if ref in starting:  # a replacement came up (or failed: its items fail too and are handled there)
+                    slot = starting.pop(ref)
+                    try:
+                        slot.where = _where(ray.get(ref))
+                        log.info("ray worker %d replaced: %s", slot.index, slot.where)
+                    except ray.exceptions.RayError as exc:
+                        log.warning("ray worker %d: its replacement did not start (%s)", slot.index, _first_line(exc))
+                    continue
                 slot, deaths, item = in_flight.pop(ref)
                 slot.busy -= 1
                 try:
                     record = ray.get(ref)
                 except ray.exceptions.RayActorError as exc:
                     if deaths == slot.deaths:  # the first of this death's failed items: count the death once
-                        slot.deaths += 1
-                        then = "Ray restarts it once" if slot.alive else "it is not restarted again"
-                        log.warning("ray worker %d (%s) died (%s): its items in flight go back to the queue once; %s",
-                                    slot.index, slot.where, _first_line(exc), then)
+                        self._replace(ray, slot, new_worker, starting, exc)
                     if id(item) in requeued:
                         lost.append(item)
                     else:
@@ -174,6 +186,22 @@ class RayExecutor:
             why = "every Ray worker died" if queue else "their Ray workers died twice"
             raise ClinprogError(f"run.executor=ray: {left} items were not run ({why}); the records saved so far are "
                                 "kept: rerun the same command to resume them")
+
+    @staticmethod
+    def _replace(ray: Any, slot: Slot, new_worker: Callable[[], Any], starting: dict[Any, Slot],
+                 exc: Exception) -> None:
+        slot.deaths += 1
+        ray.kill(slot.actor, no_restart=True)  # gone already, or unreachable: it must not come back beside its twin
+        then = "a fresh worker takes its place" if slot.alive else "it is not replaced again"
+        log.warning("ray worker %d (%s) died (%s): its items in flight go back to the queue once; %s", slot.index,
+                    slot.where, _first_line(exc), then)
+        if slot.alive:
+            slot.actor = new_worker()
+            starting[slot.actor.ready.remote()] = slot
+
+
+def _where(place: dict[str, Any]) -> str:
+    return f"pid {place['pid']} on {place['host']} ({place['node']})"
 
 
 def _cause(exc: Exception) -> Exception:
