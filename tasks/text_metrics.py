@@ -46,6 +46,15 @@ def bleu(references: list[str], predictions: list[str]) -> float:
     return mean(scores)
 
 
+def official_bleu_crashes(prediction: str) -> bool:
+    """True where the official scorers' BLEU fails on one pair: HF `evaluate`'s bleu divides by the prediction's
+    length after the 13a tokenizer (tensorflow/nmt `compute_bleu`), and 13a deletes `<skipped>`, so a text with no
+    token left raises ZeroDivisionError there; sacrebleu (used here) scores it 0."""
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+    return not Tokenizer13a()(prediction).split()
+
+
 @dataclass(frozen=True)
 class BertScoreConfig:
     model_type: str

@@ -102,3 +102,39 @@ def test_cli_runs_offline_then_evaluates_the_official_file(tmp_path):
     assert again.returncode == 0, again.stderr[-2000:]
     rescored = json.loads((tmp_path / "eval" / "scores.json").read_text())
     assert rescored["overall_score"] == pytest.approx(scores["overall_score"])  # the file scores as the run did
+
+
+def test_the_official_sentence_lookup_is_an_option_and_the_default_says_where_it_differs():
+    """In 2026-layout files the official loader's `.//sentence` map lets <answer_sentences> replace note sentences
+    of the same id; numbers from the official functions on these files (tests/fixtures/archehr2025/README.md)."""
+    key = load_key(FIXTURES / "dev_lookup_key.json")
+    cases = load_cases(ROOT / "data" / "archehr" / "dev_cases.xml")
+    submission = read_submission(FIXTURES / "dev_lookup_submission.json")
+    official = score(submission, key, cases, MetricsConfig(), official_sentence_lookup=True)
+    assert official["strict_micro_f1"] == pytest.approx(82.35294117647058, abs=1e-9)
+    assert official["rouge1"] == pytest.approx(45.089793134803363, abs=1e-9)  # stable under every PYTHONHASHSEED
+    assert official["rougeLsum"] == pytest.approx(42.57406986436311, abs=1e-9)
+    assert official["sentence_lookup"] == "official (.//sentence)" and "notes" not in official
+    notes_only = score(submission, key, cases, MetricsConfig())
+    assert notes_only["rouge1"] == pytest.approx(39.295392953929536, abs=1e-9)  # the note's own sentences
+    assert notes_only["notes"] == [
+        "2 case(s) (1002, 1007) have <answer_sentences> with the ids of essential note sentences: the official loader "
+        "(.//sentence) reads the answer sentence's text there, this scorer the note's; "
+        "data.official_sentence_lookup=true reproduces the official reading"]
+
+
+def test_an_answer_of_citation_lines_only_is_scored_with_a_note_where_the_official_script_crashes():
+    key, cases = fixture_inputs()
+    base = dict(read_submission(FIXTURES / "submission.json"))
+    scores = score([("901", "|4,5|\n|6|"), ("902", base["902"])], key, cases, MetricsConfig())
+    assert scores["strict_micro_f1"] == pytest.approx(200 / 3, abs=1e-9)  # the official factuality: 66.6667
+    assert scores["notes"] == [  # official: ZeroDivisionError in BLEU (no token in 901's answer text)
+        "the official script crashes on this submission (ZeroDivisionError in its BLEU: the answer text (citations "
+        "removed) of case(s) 901 has no token after the 13a tokenizer, which deletes '<skipped>'); clinprog scores "
+        "that BLEU 0"]
+
+
+def test_the_2025_program_config_has_the_lookup_option_off():
+    from runners.program import compose_config
+
+    assert compose_config("program=archehr2025").data.official_sentence_lookup is False

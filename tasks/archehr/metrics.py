@@ -21,7 +21,7 @@ from typing import Any
 from common.errors import ClinprogError
 from tasks.archehr.data import Case, KeyCase
 from tasks.sari import sari
-from tasks.text_metrics import BertScoreConfig, Unavailable, bertscore, bleu, rouge
+from tasks.text_metrics import BertScoreConfig, Unavailable, bertscore, bleu, official_bleu_crashes, rouge
 
 
 class SubmissionError(ClinprogError, ValueError):
@@ -61,6 +61,36 @@ def official_prediction(text: str, max_words: int, case_id: str, subtask: str) -
     return " ".join(words[:max_words]) if len(words) > max_words else text
 
 
+def entries_of(predictions: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Every (case_id, prediction) to score: a read submission file's entries, duplicates included (the official
+    scripts score each entry of the file), else the dict's items."""
+    entries = getattr(predictions, "entries", None)
+    return list(entries) if entries is not None else list(predictions.items())
+
+
+def duplicate_note(predictions: dict[str, Any]) -> list[str]:
+    """The note a subtask's scores carry when a case id appears twice in its file (scored twice, as official)."""
+    counts: dict[str, int] = {}
+    for cid, _ in entries_of(predictions):
+        counts[cid] = counts.get(cid, 0) + 1
+    dupes = {cid: n for cid, n in counts.items() if n > 1}
+    if not dupes:
+        return []
+    listed = ", ".join(f"{cid} ({n} times)" for cid, n in dupes.items())
+    return [f"case ids written more than once in the submission: {listed}; every entry is scored, as the official "
+            "script does"]
+
+
+def bleu_crash_note(ids: list[str], predictions: list[str], what: str) -> list[str]:
+    """The note for predictions on which the official BLEU crashes (see `official_bleu_crashes`)."""
+    bad = [i for i, p in zip(ids, predictions, strict=True) if official_bleu_crashes(p)]
+    if not bad:
+        return []
+    return [f"the official script crashes on this submission (ZeroDivisionError in its BLEU: the {what} of case(s) "
+            f"{', '.join(dict.fromkeys(bad))} has no token after the 13a tokenizer, which deletes '<skipped>'); "
+            "clinprog scores that BLEU 0"]
+
+
 def _check_case_ids(submitted: set[str], expected: set[str], subtask: str) -> None:
     if submitted != expected:
         missing, extra = sorted(expected - submitted), sorted(submitted - expected)
@@ -73,7 +103,7 @@ def score_subtask2(predictions: dict[str, list[str]], key: dict[str, KeyCase]) -
     out: dict[str, Any] = {}
     for mode in ("strict", "lenient"):
         per_case, tp, n_pred, n_gold = [], 0, 0, 0
-        for cid, ids in predictions.items():
+        for cid, ids in entries_of(predictions):
             kc = key[cid]
             pred = set(ids)
             invalid = pred - set(kc.relevance)
@@ -89,13 +119,15 @@ def score_subtask2(predictions: dict[str, list[str]], key: dict[str, KeyCase]) -
             out[f"{mode}_macro_{name}"] = 100 * mean(c[i] for c in per_case)
             out[f"{mode}_micro_{name}"] = 100 * micro[i]
     out["overall_score"] = out["strict_micro_f1"]
+    if duplicate_note(predictions):
+        out["notes"] = duplicate_note(predictions)
     return out
 
 
 def score_subtask4(predictions: dict[str, list[dict[str, Any]]], key: dict[str, KeyCase]) -> dict[str, float]:
     _check_case_ids(set(predictions), set(key), "subtask 4")
     per_case, tp, n_pred, n_gold = [], 0, 0, 0
-    for cid, alignment in predictions.items():
+    for cid, alignment in entries_of(predictions):
         kc = key[cid]
         gold = {(aid, eid) for aid, _, cites in kc.answer_sentences for eid in cites}
         valid_answers = {aid for aid, _, _ in kc.answer_sentences}
@@ -117,6 +149,8 @@ def score_subtask4(predictions: dict[str, list[dict[str, Any]]], key: dict[str, 
         out[f"micro_{name}"] = 100 * micro[i]
         out[f"macro_{name}"] = 100 * mean(c[i] for c in per_case) if per_case else 0.0
     out["overall_score"] = out["micro_f1"]
+    if duplicate_note(predictions):
+        out["notes"] = duplicate_note(predictions)
     return out
 
 
@@ -149,14 +183,16 @@ def overall_of(values: dict[str, float | None], components: list[str]) -> tuple[
 def score_subtask1(predictions: dict[str, str], cases: list[Case], cfg: MetricsConfig) -> dict[str, Any]:
     refs_by_id = {c.case_id: c.clinician_question for c in cases if c.clinician_question}
     _check_case_ids(set(predictions), set(refs_by_id), "subtask 1")
-    ids = sorted(predictions, key=lambda x: (len(x), x))
-    refs = [refs_by_id[i] for i in ids]
-    preds = [official_prediction(predictions[i], 15, i, "subtask 1") for i in ids]
+    entries = entries_of(predictions)
+    refs = [refs_by_id[i] for i, _ in entries]
+    preds = [official_prediction(text, 15, i, "subtask 1") for i, text in entries]
     values: dict[str, Any] = {k: 100 * v for k, v in rouge(refs, preds).items()}
     model_values, unavailable = model_metrics(refs, preds, cfg)
     values.update(model_values)
     values["overall_score"], values["overall_missing"] = overall_of(values, ["alignscore", "rougeLsum", "medcon", "bertscore"])
     values["unavailable"] = unavailable
+    if duplicate_note(predictions):
+        values["notes"] = duplicate_note(predictions)
     return values
 
 
@@ -164,9 +200,10 @@ def score_subtask3(predictions: dict[str, str], key: dict[str, KeyCase], cases: 
     refs_by_id = {cid: kc.answer_without_citations for cid, kc in key.items() if kc.answer_without_citations}
     _check_case_ids(set(predictions), set(refs_by_id), "subtask 3")
     sources = {c.case_id: c.patient_narrative for c in cases}
-    ids = sorted(predictions, key=lambda x: (len(x), x))
+    entries = entries_of(predictions)
+    ids = [i for i, _ in entries]
     refs = [refs_by_id[i] for i in ids]
-    preds = [official_prediction(predictions[i], 75, i, "subtask 3") for i in ids]
+    preds = [official_prediction(text, 75, i, "subtask 3") for i, text in entries]
     values: dict[str, Any] = {"bleu": 100 * bleu(refs, preds)}
     values.update({k: 100 * v for k, v in rouge(refs, preds).items()})
     values["sari"] = sari([sources[i] for i in ids], preds, [[r] for r in refs])
@@ -175,4 +212,7 @@ def score_subtask3(predictions: dict[str, str], key: dict[str, KeyCase], cases: 
     values["overall_score"], values["overall_missing"] = overall_of(
         values, ["bleu", "rougeLsum", "sari", "bertscore", "alignscore", "medcon"])
     values["unavailable"] = unavailable
+    notes = duplicate_note(predictions) + bleu_crash_note(ids, preds, "subtask 3 answer")
+    if notes:
+        values["notes"] = notes
     return values

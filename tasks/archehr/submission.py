@@ -11,6 +11,21 @@ from tasks.archehr.data import ArchEHRDataError
 SUBMISSION_FILES = {st: f"submission_subtask_{st}.json" for st in (1, 2, 3, 4)}
 
 
+class SubmittedPredictions(dict):
+    """{case_id: prediction} of a submission file (the last entry of a case id), plus `entries`: every
+    (case_id, prediction) in file order. A case id written twice is scored twice, as the official scripts do
+    (they loop over the file's entries); the scorers use `entries`."""
+
+    def __init__(self, entries: list[tuple[str, Any]]) -> None:
+        super().__init__(entries)
+        self.entries = entries
+
+    def duplicates(self) -> list[str]:
+        """Case ids that appear more than once, in first-seen order."""
+        seen: set[str] = set()
+        return list(dict.fromkeys(cid for cid, _ in self.entries if cid in seen or seen.add(cid)))
+
+
 def submissions_from_records(records: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
     subs: dict[int, list[dict[str, Any]]] = {1: [], 2: [], 3: [], 4: []}
     for rec in records:
@@ -38,8 +53,10 @@ def write_submissions(records: list[dict[str, Any]], out_dir: str | Path) -> dic
     return paths
 
 
-def read_submission(path: str | Path, subtask: int) -> dict[str, Any]:
-    """Read an official submission file into {case_id: prediction}, validating its shape."""
+def read_submission(path: str | Path, subtask: int) -> SubmittedPredictions:
+    """Read an official submission file into {case_id: prediction} (every entry kept, see SubmittedPredictions),
+    validating its shape. A case id that is not a JSON string fails the file, as in the official scripts (their
+    ids never equal the key's string ids, so the subtask stops with a ValueError)."""
     path = Path(path)
     try:
         items = json.loads(path.read_text(encoding="utf-8"))
@@ -47,11 +64,16 @@ def read_submission(path: str | Path, subtask: int) -> dict[str, Any]:
         raise ArchEHRDataError(f"{path}: cannot read submission ({exc})") from None
     if not isinstance(items, list):
         raise ArchEHRDataError(f"{path}: a submission is a JSON array of {{case_id, prediction}}")
-    out: dict[str, Any] = {}
+    entries: list[tuple[str, Any]] = []
     for item in items:
         if not isinstance(item, dict) or "case_id" not in item or "prediction" not in item:
             raise ArchEHRDataError(f"{path}: entry without case_id/prediction: {item!r}"[:300])
-        pred, cid = item["prediction"], str(item["case_id"])
+        pred, cid = item["prediction"], item["case_id"]
+        if not isinstance(cid, str):
+            raise ArchEHRDataError(
+                f"{path}: case_id {json.dumps(cid)} is a JSON {type(cid).__name__}, not a string; the official "
+                f"scorer compares case ids as strings and rejects this subtask (write \"case_id\": "
+                f"{json.dumps(str(cid))})"[:400])
         ok = {
             1: isinstance(pred, str) and pred.strip(),
             2: isinstance(pred, list) and all(isinstance(x, str) for x in pred),
@@ -62,5 +84,5 @@ def read_submission(path: str | Path, subtask: int) -> dict[str, Any]:
         }[subtask]
         if not ok:
             raise ArchEHRDataError(f"{path}: case {cid}: prediction has the wrong shape for subtask {subtask}")
-        out[cid] = pred
-    return out
+        entries.append((cid, pred))
+    return SubmittedPredictions(entries)

@@ -10,6 +10,10 @@ overall_relevance_score = mean(alignscore, rougeLsum, bleu, medcon, bertscore, s
 overall_score = mean(factuality, relevance).
 The official script orders the essential sentences by iterating a Python set (the order, and so BLEU, ROUGE-2/L and
 SARI, change with PYTHONHASHSEED); this scorer uses document order, the one reproducible choice.
+The official loader looks sentence texts up by `case.findall(".//sentence")`: in a 2026-layout file the
+`<answer_sentences>` (after the note) overwrite note sentences with the same id, so its essential text is partly
+the clinician's answer. This scorer uses the note sentences; `official_sentence_lookup=True`
+(`data.official_sentence_lookup=true`) reproduces the official lookup.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from statistics import mean
 from typing import Any
 
 from tasks.archehr.data import Case, KeyCase
-from tasks.archehr.metrics import MetricsConfig, SubmissionError, model_metrics, overall_of
+from tasks.archehr.metrics import MetricsConfig, SubmissionError, bleu_crash_note, model_metrics, overall_of
 from tasks.archehr2025.submission import parse_answer
 from tasks.sari import sari
 from tasks.text_metrics import bleu, rouge
@@ -53,10 +57,35 @@ def factuality(entries: list[tuple[str, frozenset[str]]], key: dict[str, KeyCase
     return out
 
 
+def sentence_texts(case: Case, official_lookup: bool) -> dict[str, str]:
+    """{sentence id: text} for the essential-sentence reference: the note's sentences, or with `official_lookup`
+    what the official loader's `.//sentence` map holds (in the 2026 layout the answer sentences come after the
+    note, so an answer sentence's text replaces the note sentence with its id)."""
+    texts = {s.id: s.text for s in case.sentences}
+    if official_lookup:
+        texts.update({a.id: a.text for a in case.answer_sentences})
+    return texts
+
+
+def lookup_note(cases: list[Case], key: dict[str, KeyCase], official_lookup: bool) -> list[str]:
+    """Say where the official `.//sentence` lookup would read other text than this scorer does."""
+    if official_lookup:
+        return []
+    affected = [c.case_id for c in cases if c.case_id in key
+                and {a.id for a in c.answer_sentences} & key[c.case_id].essential]
+    if not affected:
+        return []
+    return [f"{len(affected)} case(s) ({', '.join(affected[:5])}{', ...' if len(affected) > 5 else ''}) have "
+            "<answer_sentences> with the ids of essential note sentences: the official loader (.//sentence) reads "
+            "the answer sentence's text there, this scorer the note's; data.official_sentence_lookup=true "
+            "reproduces the official reading"]
+
+
 def score(submission: list[tuple[str, str]], key: dict[str, KeyCase], cases: list[Case],
-          cfg: MetricsConfig) -> dict[str, Any]:
+          cfg: MetricsConfig, official_sentence_lookup: bool = False) -> dict[str, Any]:
     """Official 2025 leaderboard values for `submission` ([(case_id, answer)], duplicates scored twice as the
-    official script does) against `key` and the cases' narratives, questions and note sentences."""
+    official script does) against `key` and the cases' narratives, questions and note sentences (or, with
+    `official_sentence_lookup`, the official loader's `.//sentence` texts)."""
     submitted, expected = {cid for cid, _ in submission}, set(key)
     if submitted != expected:
         raise SubmissionError(f"case ids in key but not in submission: {sorted(expected - submitted)}; "
@@ -72,7 +101,8 @@ def score(submission: list[tuple[str, str]], key: dict[str, KeyCase], cases: lis
         if not case.clinician_question:
             raise SubmissionError(f"case {cid}: the cases file has no <clinician_question>, which relevance needs")
         question = f"{case.patient_narrative.strip()}\n\n{case.clinician_question.strip()}"
-        essential = "\n".join(s.text for s in case.sentences if key[cid].relevance.get(s.id) == "essential")
+        texts = sentence_texts(case, official_sentence_lookup)
+        essential = "\n".join(texts[s.id] for s in case.sentences if key[cid].relevance.get(s.id) == "essential")
         questions.append(question)
         essential_texts.append(essential)
         references.append(f"{question}\n\n{essential}")
@@ -88,4 +118,9 @@ def score(submission: list[tuple[str, str]], key: dict[str, KeyCase], cases: lis
         if values["overall_relevance_score"] is not None else values["overall_factuality_score"]
     values["unavailable"] = unavailable
     values["essential_order"] = "document order (the official script's order depends on PYTHONHASHSEED)"
+    values["sentence_lookup"] = "official (.//sentence)" if official_sentence_lookup else "note sentences"
+    notes = bleu_crash_note([cid for cid, _ in parsed], predictions, "answer text (citations removed)") \
+        + lookup_note(cases, key, official_sentence_lookup)
+    if notes:
+        values["notes"] = notes
     return values

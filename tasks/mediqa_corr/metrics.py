@@ -61,13 +61,19 @@ def nlg_pairs(notes: list[Note], predictions: dict[str, Correction]) -> tuple[li
     return refs, preds, counters
 
 
+def rouge_rejects(text: str) -> bool:
+    """The `rouge` package splits a text into sentences at "." and drops empty pieces; with none left ("...", "")
+    it raises "Hypothesis is empty" (or "Reference is empty"), and the official script stops there."""
+    return not [piece for piece in text.split(".") if piece]
+
+
 def _rouge(refs: list[str], preds: list[str]) -> dict[str, list[float]]:
     from rouge import Rouge
 
     out: dict[str, list[float]] = {"rouge-1": [], "rouge-2": [], "rouge-l": []}
     scorer = Rouge()
     for ref, pred in zip(refs, preds, strict=True):
-        if not pred.strip() or not ref.strip():  # the `rouge` package raises on an empty hypothesis
+        if rouge_rejects(pred) or rouge_rejects(ref):  # scored 0 here (the official script crashes: see notes)
             for key in out:
                 out[key].append(0.0)
             continue
@@ -87,6 +93,26 @@ def _bleurt(refs: list[str], preds: list[str], checkpoint: str | None) -> list[f
     except Exception as exc:
         first = str(exc).splitlines()[0][:200] if str(exc) else ""
         return Unavailable(f"BLEURT with {checkpoint}: {type(exc).__name__}: {first}")
+
+
+def official_crash_notes(refs: list[str], preds: list[str], predictions: dict[str, Correction],
+                         bertscore_on: bool) -> list[str]:
+    """Where the official script stops on this submission while clinprog scores it: one line each."""
+    notes = []
+    crashed = [c for c in predictions.values() if c.official_crash]
+    if crashed:
+        notes.append(f"the official script crashes on this submission ({crashed[0].official_crash} while it parses "
+                     f"the line of {crashed[0].text_id}; {len(crashed)} such line(s)): clinprog reads those lines "
+                     "as written")
+    empty = [p for r, p in zip(refs, preds, strict=True) if rouge_rejects(p) or rouge_rejects(r)]
+    if empty:
+        notes.append(f"the official script crashes on this submission (the rouge package raises 'Hypothesis is "
+                     f"empty' on the correction {empty[0]!r}, which has no word between its dots; {len(empty)} "
+                     "such pair(s)): clinprog scores those pairs 0")
+    if bertscore_on and not preds:
+        notes.append("the official script crashes on this submission (BERTScore on no correction pairs: every "
+                     "text is predicted or labelled 'no error'): clinprog gives BERTC = correct 'no error' / texts")
+    return notes
 
 
 def score(notes: list[Note], predictions: dict[str, Correction], cfg: CorrMetricsConfig) -> dict[str, Any]:
@@ -136,4 +162,7 @@ def score(notes: list[Note], predictions: dict[str, Correction], cfg: CorrMetric
     result["AggregateC_components"] = ["rouge1"] + [m for m, k in (("bertscore", "BERTC"), ("bleurt", "BLEURTC"))
                                                     if result.get(k) is not None]
     result["unavailable"] = unavailable
+    crash_notes = official_crash_notes(refs, preds, predictions, cfg.bertscore is not None)
+    if crash_notes:
+        result["notes"] = crash_notes
     return result

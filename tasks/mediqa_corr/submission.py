@@ -21,6 +21,8 @@ class Correction:
     # The fields as written in a submission file: the official scorer compares strings ("01" is not "1").
     flag_text: str | None = None
     sentence_id_text: str | None = None
+    # Why the official scorer stops on this line (a backslash sequence Python's re rejects), None when it reads it.
+    official_crash: str | None = None
 
     @property
     def flag_as_written(self) -> str:
@@ -33,7 +35,9 @@ class Correction:
     def line(self) -> str:
         if self.flag == 0:
             return f"{self.text_id} 0 -1 NA"
-        sentence = " ".join(self.corrected.split())
+        # backslashes doubled: the official parser reads a line as a re template (see official_escapes), so the
+        # correction reads back as written instead of crashing it (`mg\\kg`) or turning `\\n` into a space
+        sentence = " ".join(self.corrected.split()).replace("\\", "\\\\")
         return f'{self.text_id} 1 {self.sentence_id} "{sentence}"'
 
 
@@ -51,6 +55,13 @@ def write_submission(corrections: list[Correction], path: str | Path) -> Path:
     return path
 
 
+def official_lines(text: str) -> list[str]:
+    """The lines of a submission as the official scorer reads them (`open(path).readlines()`: universal newlines),
+    split at \\n, \\r\\n and \\r only; U+2028, U+0085 and the other separators `str.splitlines` knows stay inside
+    a line (and later count as whitespace between words)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
 def read_submission(path: str | Path, invalid: list[str] | None = None) -> dict[str, Correction]:
     """Parse a submission as the official scorer does: a line that fails its pattern is skipped (and appended to
     `invalid` as `file:line: text`), quotes are stripped, flag and sentence id stay as written for the string
@@ -59,7 +70,7 @@ def read_submission(path: str | Path, invalid: list[str] | None = None) -> dict[
     if not path.is_file():
         raise MediqaDataError(f"{path}: no such submission file")
     try:
-        text_lines = path.read_bytes().decode("utf-8").splitlines()
+        text_lines = official_lines(path.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise MediqaDataError(f"{path}: not UTF-8 (byte {exc.start}); save the submission as UTF-8") from None
     out: dict[str, Correction] = {}
@@ -75,11 +86,25 @@ def read_submission(path: str | Path, invalid: list[str] | None = None) -> dict[
     return out
 
 
+def official_escapes(line: str) -> tuple[str, str | None]:
+    """The official parser hands each line to `re.sub` as the replacement template (its arguments are swapped), so
+    Python's template escapes apply: `\\n`, `\\t` become whitespace, `\\\\` one backslash, and a sequence Python
+    rejects (`\\k`, `\\1`) stops the official script with re.error. Returns (the line as it reads it, None), or
+    (the line unchanged, why the official scorer crashes)."""
+    if "\\" not in line:
+        return line, None
+    try:
+        return re.match(r"\s+", " ").expand(line), None  # the same template expansion, on the same match
+    except (re.error, IndexError) as exc:
+        return line, f"re.error: {exc}"
+
+
 def parse_line(raw: str) -> Correction | None:
     """One submission line as the official scorer reads it; None when it fails the official pattern."""
     line = raw.strip()
     if not LINE.fullmatch(line):
         return None
+    line, crash = official_escapes(line)
     items = line.split()
     text = " ".join(items[3:]).strip()
     while text.startswith('"') and len(text) > 1:
@@ -88,4 +113,4 @@ def parse_line(raw: str) -> Correction | None:
         text = text[:-1]
     flag, sentence_id = items[1], items[2]
     return Correction(items[0], int(flag), int(sentence_id), "NA" if flag == "0" else text,
-                      flag_text=flag, sentence_id_text=sentence_id)
+                      flag_text=flag, sentence_id_text=sentence_id, official_crash=crash)
