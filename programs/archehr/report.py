@@ -125,7 +125,9 @@ def print_scores(scores: dict[str, Any]) -> None:
         if "overall_score" not in s:
             print(f"{st}: {s.get('unavailable', 'not scored')}")
             continue
-        flat = {k: v for k, v in s.items() if k not in ("unavailable", "overall_missing")}
+        flat = {k: v for k, v in s.items() if k not in ("unavailable", "overall_missing", "notes")}
         print(f"{st}: " + ", ".join(f"{k}={_fmt(v) if v is not None else 'n/a'}" for k, v in flat.items()))
         if s.get("overall_missing"):
             print(f"  unavailable here: {', '.join(s['overall_missing'])} (overall averages the rest)")
+        for note in s.get("notes") or []:  # where clinprog and the official script part (tasks/archehr/metrics.py)
+            print(f"  note: {note}")

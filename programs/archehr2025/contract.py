@@ -44,7 +44,8 @@ class ArchEHR2025Contract(ArchEHRContract):
         if key is None:
             return None
         try:
-            values = score(submission, key, inputs.items, self._metrics_config(cfg))
+            values = score(submission, key, inputs.items, self._metrics_config(cfg),
+                           official_sentence_lookup=bool(cfg.data.get("official_sentence_lookup")))
         except SubmissionError as exc:
             return {"invalid": str(exc), "objective": None}
         values["key"] = inputs.references.get("key_path")
@@ -68,6 +69,8 @@ class ArchEHR2025Contract(ArchEHRContract):
         print(", ".join(f"{k}={scores[k]:.2f}" if scores.get(k) is not None else f"{k}=n/a" for k in keys))
         if scores.get("overall_relevance_missing"):
             print(f"  unavailable here: {', '.join(scores['overall_relevance_missing'])} (relevance averages the rest)")
+        for note in scores.get("notes") or []:  # where clinprog and the official script part (tasks/archehr2025)
+            print(f"  note: {note}")
 
     def report(self, cfg: DictConfig, usage: dict[str, Any], scores: dict[str, Any] | None) -> str:
         text = report_markdown(cfg, usage, None, scored_below=True)  # the 2025 scores follow, in their own scale

@@ -147,6 +147,8 @@ class MediqaCorrContract(ProgramContract[Note]):
                         for k in SCORE_KEYS))
         for name, reason in (scores.get("unavailable") or {}).items():
             print(f"  {name}: {reason}")
+        for note in scores.get("notes") or []:  # where clinprog and the official script part (tasks/mediqa_corr)
+            print(f"  note: {note}")
         if scores.get("invalid_lines"):
             print(f"  skipped {len(scores['invalid_lines'])} lines that fail the official line pattern (as the official "
                   f"script does), first: {scores['invalid_lines'][0]}")
