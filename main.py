@@ -12,7 +12,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm would f
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-import common.instantiate  # noqa: E402,F401 - registers the ${shared:...} resolver before configs resolve
+import common.instantiate  # noqa: E402,F401 - registers the resolvers before configs resolve
 from common.errors import ClinprogError  # noqa: E402
 
 log = logging.getLogger("clinprog")
@@ -49,4 +49,10 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
+    from common.overrides import dead_stage_key
+
+    refusal = dead_stage_key(sys.argv[1:])  # a parameter of a stage implementation that is not in use
+    if refusal:
+        print(f"error: {refusal}", file=sys.stderr)
+        raise SystemExit(2)
     main()

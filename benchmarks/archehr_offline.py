@@ -18,15 +18,14 @@ from pathlib import Path
 from clinprog_cli import run_main  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
-DEMO_IDS = {"2", "5", "9"}  # conf/program/archehr.yaml: program.question.demo_ids
+DEMO_IDS = {"2", "5", "9"}  # conf/program/archehr/question/lm.yaml: program.question.demos.ids
 
 VARIANTS = {
-    "trivial baseline": ["program.stages.question=rule", "program.offline.third_person=false",
-                         "program.stages.evidence=embedding", "program.offline.evidence_cuts=[9,9,9,9]",
-                         "program.stages.answer=extractive", "program.stages.alignment=similarity",
-                         "program.offline.align_threshold=2"],
+    "trivial baseline": ["lm=none", "program.question.third_person=false",
+                         "program/archehr/evidence=embedding_likert", "program.evidence.cuts=[9,9,9,9]",
+                         "program.alignment.threshold=2"],
     "embedded LM (SmolLM2-135M)": ["lm=embedded"],
-    "non-LLM stages (experiment=offline_best)": ["experiment=offline_best"],
+    "non-LLM stages (lm=none, the default)": ["lm=none"],
 }
 TRIVIAL_NOTE = ("trivial: last '?' sentence (15 words); first 3 note sentences; those sentences as the answer; "
                 "no alignment links")

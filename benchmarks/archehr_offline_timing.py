@@ -22,9 +22,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from omegaconf import OmegaConf  # noqa: E402
 
-from common.instantiate import build  # noqa: E402
+from hydra.utils import instantiate  # noqa: E402
+
 from runners.program import compose_config, contract_for  # noqa: E402
 from tasks.archehr.data import NoteSentence, load_cases  # noqa: E402
 
@@ -50,7 +50,7 @@ def main() -> None:
     rows = []
     for name, cache_size in (("baseline: no embedding cache (each stage re-embeds)", 0),
                              ("clinprog: one embedding per sentence per case", 20_000)):
-        embedder = build({**OmegaConf.to_container(cfg.program.offline.embedder, resolve=True), "cache_size": cache_size})
+        embedder = instantiate(cfg.program.embedder, cache_size=cache_size)
         embedder.encode_queries(["warm up"])  # load the model outside the timing
         program = contract.build(cfg, None, embedder=embedder)
         per_case = []

@@ -14,7 +14,7 @@ from typing import Any
 
 from dspy.utils.exceptions import LMError
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from common.contract import Inputs, ProgramContract
 from common.errors import ClinprogError, ConfigError
@@ -73,26 +73,29 @@ def lm_choice(cfg: DictConfig) -> str:
 
 
 def choose_lm_or_offline(cfg: DictConfig, contract: ProgramContract) -> list[str]:
-    """With no LM chosen, run the program's non-LLM stages (one line says so) or stop with one line."""
+    """The LM roles the composed config uses; says in one line when none does, or stops when one is needed and no
+    LM is chosen. The stage choice itself is the config's (lm=none selects the non-LLM implementations)."""
+    client = cfg.lm.get("client")
+    if client and not client.get("_target_"):  # e.g. +lm.client.model_path=... with lm=none
+        from lms import build_lm
+
+        build_lm(cfg.lm)  # raises the one line naming the backends
     roles = contract.lm_roles(cfg)
+    if roles and not has_lm(cfg):
+        offline = getattr(contract, "offline_stages", None)
+        if offline is None:  # a program without non-LLM stages
+            raise ConfigError(f"program={contract.name} needs an LM and none is chosen: add {LM_CHOICES}")
+        group = getattr(contract, "stage_group", "program")
+        raise ConfigError(f"program={contract.name}: {', '.join(roles)} needs an LM and none is chosen: add "
+                          f"{LM_CHOICES}; or choose a non-LLM implementation ({group}/<stage>=...)")
+    choices = contract.stage_choices(cfg) if hasattr(contract, "stage_choices") else {}
     if not roles and has_lm(cfg):
-        print(f"{lm_choice(cfg)}: no stage of program={contract.name} uses an LM with these "
-              f"settings (program.stages: {dict(cfg.program.get('stages') or {})}), so none is loaded")
-    if not roles or has_lm(cfg):
-        return roles
-    offline = cfg.program.get("offline_stages")
-    if not offline:
-        raise ConfigError(f"program={contract.name} needs an LM and none is chosen: add {LM_CHOICES}")
-    without = [r for r in roles if r not in offline]
-    if without:
-        raise ConfigError(f"program={contract.name}: {', '.join(without)} needs an LM (e.g. program.grounding.judge=lm) "
-                          f"and none is chosen: add {LM_CHOICES}")
-    with open_dict(cfg):
-        for role in roles:
-            cfg.program.stages[role] = offline[role]
-    print(f"no LM chosen: program={contract.name} runs every stage without an LM "
-          f"({', '.join(f'{r}={offline[r]}' for r in roles)}); for the LM program add {LM_CHOICES}")
-    return contract.lm_roles(cfg)
+        print(f"{lm_choice(cfg)}: no stage of program={contract.name} uses an LM with these settings "
+              f"({', '.join(f'{k}={v}' for k, v in choices.items())}), so none is loaded")
+    elif not roles and choices:
+        print(f"no LM chosen: program={contract.name} runs every stage without an LM "
+              f"({', '.join(f'{k}={v}' for k, v in choices.items())}); for the LM program add {LM_CHOICES}")
+    return roles
 
 
 def fingerprint(cfg: DictConfig, contract: ProgramContract, inputs: Inputs) -> dict[str, Any]:

@@ -6,10 +6,11 @@ from functools import lru_cache
 from typing import Any
 
 import dspy
+from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-import common.instantiate  # noqa: F401 - the ${shared:...} resolver
-from common.instantiate import build
+import common.instantiate  # noqa: F401 - clinprog's resolvers
+from common.resources import Resources
 from runners.program import compose_config, contract_for
 
 
@@ -20,18 +21,24 @@ def config(*overrides: str) -> DictConfig:
 @lru_cache(maxsize=1)
 def shared_embedder():
     """One MiniLM for the whole test session (a program shares one between its stages the same way)."""
-    return build(config().program.offline.embedder)
+    return instantiate(config().program.embedder)
 
 
 def archehr_stage(stage: str, choice: str, *overrides: str, demos: list[dspy.Example] | None = None) -> Any:
-    """One ArchEHR stage implementation from `program.implementations.<stage>.<choice>`."""
-    cfg = config("program=archehr", *overrides)
-    return build(cfg.program.implementations[stage][choice], embedder=shared_embedder(),
-                 question_demos=list(demos or []), role_lms={})
+    """One ArchEHR stage implementation: `program/archehr/<stage>=<choice>` with its parameters from conf/ (the
+    `demos` of the LM question stage replace its configured ones when given)."""
+    cfg = config("program=archehr", f"program/archehr/{stage}={choice}", *overrides)
+    partial = instantiate(cfg.program[stage], _convert_="all")
+    if demos is not None:
+        partial.keywords["demos"] = list(demos)
+    return Resources(embedder=shared_embedder()).complete(partial, f"program.{stage}")
 
 
 def program(name: str, *overrides: str, role_lms: dict[str, dspy.LM] | None = None, **resources: Any) -> dspy.Module:
-    """A whole program as the runner builds it (`contract.build`), with the test session's embedder."""
+    """A whole program as the runner builds it (`contract.build`), with the test session's embedder. Its stages are
+    the LM implementations (what the DummyLM tests drive) unless the overrides choose (lm=..., stages=...)."""
+    if not any(o.startswith(("lm=", "stages=", "experiment=")) for o in overrides):
+        overrides = ("stages=lm", *overrides)
     cfg = config(f"program={name}", *overrides)
     if name == "mediqa_corr":
         resources.setdefault("search", None)

@@ -26,7 +26,11 @@ def test_every_group_composes_and_resolves(lm, metrics):
     cfg = compose_cfg(f"lm={lm}", f"metrics={metrics}", "program=archehr")
     OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     assert cfg.lm.client is None if lm == "none" else cfg.lm.client._target_.startswith("lms.factory.")
-    assert cfg.program.evidence.strict_threshold == 4 and cfg.program.answer.max_words == 75
+    assert cfg.program.answer.max_words == 75
+    if lm == "none":  # no LM: the non-LLM implementations, with only their own parameters
+        assert "strict_threshold" not in cfg.program.evidence and cfg.program.evidence.top_share == 0.6
+    else:
+        assert cfg.program.evidence.strict_threshold == 4 and "top_share" not in cfg.program.evidence
 
 
 @pytest.mark.parametrize(("group", "option"), RETRIEVAL_GROUPS)

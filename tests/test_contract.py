@@ -49,16 +49,17 @@ def test_an_invalid_submission_file_fails_its_subtask_only(tmp_path):
 
 
 def test_lm_roles_follow_the_stage_choices():
-    assert contract_for(cfg := config()).lm_roles(cfg) == ["question", "evidence", "answer", "alignment"]
-    cfg = config("program.stages.evidence=embedding", "program.stages.answer=extractive")
+    assert contract_for(cfg := config("lm=embedded")).lm_roles(cfg) == ["question", "evidence", "answer", "alignment"]
+    assert contract_for(cfg := config()).lm_roles(cfg) == []  # lm=none: the non-LLM implementations
+    cfg = config("lm=embedded", "program/archehr/evidence=embedding", "program/archehr/answer=extractive")
     assert contract_for(cfg).lm_roles(cfg) == ["question", "alignment"]
 
 
 def test_without_an_lm_archehr_runs_offline_and_mediqa_says_what_to_choose(capsys):
     cfg = config("lm=none")
     assert choose_lm_or_offline(cfg, contract_for(cfg)) == []
-    assert dict(cfg.program.stages) == {"question": "rule", "evidence": "embedding", "answer": "extractive",
-                                        "alignment": "similarity"}
+    assert contract_for(cfg).stage_choices(cfg) == {"question": "rule", "evidence": "embedding", "answer": "extractive",
+                                                    "alignment": "similarity"}
     assert capsys.readouterr().out.startswith("no LM chosen: program=archehr runs every stage without an LM")
     cfg = config("program=mediqa_corr", "lm=none")
     with pytest.raises(ConfigError, match=r"program=mediqa_corr needs an LM and none is chosen: add lm=gemini"):

@@ -104,14 +104,14 @@ def test_loading_a_program_compiled_for_another_signature_fails_clearly(tmp_path
 
 
 def test_state_saved_with_one_fallback_setting_loads_with_the_other(tmp_path):
-    seed = program("archehr", "program.fallback=seed")
+    seed = program("archehr", "stages=lm", "program/archehr/fallback=seed")
     seed.evidence.score.demos = [dspy.Example(clinician_question="q", note_sentences="[1] a", scores=[5])]
     path = save_compiled(seed, tmp_path / "seed.json", {})
     state = json.loads(path.read_text())
     # the offline fallback modules (a plain dict) are not learnable state: the same four predictors either way
     assert sorted(k for k in state if k != "metadata") == [
         "alignment.align", "answer.generate", "evidence.score", "question.interpret"]
-    offline = load_compiled(program("archehr", "program.fallback=offline"), path)
+    offline = load_compiled(program("archehr", "stages=lm", "program/archehr/fallback=offline"), path)
     assert offline.evidence.score.demos[0]["scores"] == [5]
     assert set(offline._offline) == {"question", "evidence", "answer", "alignment"}
     assert [n for n, _ in offline.named_predictors()] == [n for n, _ in seed.named_predictors()]

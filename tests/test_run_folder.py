@@ -116,18 +116,18 @@ def test_rerun_with_a_changed_config_refuses_in_one_line_then_restarts(tmp_path)
     assert main("data.limit=2", f"hydra.run.dir={out}").returncode == 0
     first = (out / "predictions.jsonl").read_text()
     hydra_files = {name: (out / ".hydra" / name).read_bytes() for name in ("config.yaml", "hydra.yaml", "overrides.yaml")}
-    again = main("data.limit=2", "program.offline.align_threshold=0.95", f"hydra.run.dir={out}")
+    again = main("data.limit=2", "program.alignment.threshold=0.95", f"hydra.run.dir={out}")
     assert again.returncode == 2
     assert again.stderr.strip().splitlines() == [again.stderr.strip()]  # one line
-    assert "program.offline.align_threshold: 0.3 -> 0.95" in again.stderr and "run.resume=restart" in again.stderr
+    assert "program.alignment.threshold: 0.3 -> 0.95" in again.stderr and "run.resume=restart" in again.stderr
     assert (out / "predictions.jsonl").read_text() == first  # nothing stale was served or lost
     # the folder still describes the run whose predictions it holds
     assert {name: (out / ".hydra" / name).read_bytes() for name in hydra_files} == hydra_files
-    restarted = main("data.limit=2", "program.offline.align_threshold=0.95", "run.resume=restart",
+    restarted = main("data.limit=2", "program.alignment.threshold=0.95", "run.resume=restart",
                      f"hydra.run.dir={out}")
     assert restarted.returncode == 0, restarted.stderr[-1500:]
     assert (out / "predictions.jsonl").read_text() != first
-    same = main("data.limit=2", "program.offline.align_threshold=0.95", f"hydra.run.dir={out}")
+    same = main("data.limit=2", "program.alignment.threshold=0.95", f"hydra.run.dir={out}")
     assert same.returncode == 0 and "resuming: 2 cases already in" in same.stdout
 
 

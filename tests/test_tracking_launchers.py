@@ -24,7 +24,7 @@ def test_a_run_and_a_two_job_multirun_are_logged_to_mlflow(tmp_path):
     single = main("program=archehr", *track, f"hydra.run.dir={tmp_path / 'run'}")
     assert single.returncode == 0, single.stderr[-1500:]
     assert "tracking: logged to MLflow run" in single.stdout
-    sweep = main("-m", "program=archehr", "program.offline.top_share=0.3,0.6", *track,
+    sweep = main("-m", "program=archehr", "program.evidence.top_share=0.3,0.6", *track,
                  f"hydra.sweep.dir={tmp_path / 'sweep'}")
     assert sweep.returncode == 0, sweep.stderr[-1500:]
     mlflow.set_tracking_uri(uri)
@@ -35,7 +35,7 @@ def test_a_run_and_a_two_job_multirun_are_logged_to_mlflow(tmp_path):
     assert single_run["metrics.scores.objective"].iloc[0] == pytest.approx(scores["objective"])
     children = runs[runs["tags.mlflow.parentRunId"].notna()]
     assert len(children) == 2 and children["tags.mlflow.parentRunId"].nunique() == 1
-    assert set(children["params.program.offline.top_share"]) == {"0.3", "0.6"}
+    assert set(children["params.program.evidence.top_share"]) == {"0.3", "0.6"}
     job = json.loads((tmp_path / "sweep" / "1" / "scores.json").read_text())
     assert sorted(children["metrics.scores.objective"]) == pytest.approx(sorted(
         [json.loads((tmp_path / "sweep" / str(i) / "scores.json").read_text())["objective"] for i in (0, 1)]))
@@ -52,7 +52,7 @@ def test_a_two_by_two_sweep_runs_in_parallel_on_a_launcher_and_is_reported(tmp_p
     extra = ["hydra.launcher.n_jobs=2"] if launcher == "joblib" else ["hydra.launcher.timeout_min=20",
                                                                      "hydra.launcher.tasks_per_node=1"]
     proc = main("-m", f"hydra/launcher={launcher}", *extra, "program=archehr",
-                "program.offline.top_share=0.3,0.6", "program.offline.align_threshold=0.3,0.5",
+                "program.evidence.top_share=0.3,0.6", "program.alignment.threshold=0.3,0.5",
                 f"hydra.sweep.dir={sweep}", f"cache_dir={tmp_path / 'cache'}")
     assert proc.returncode == 0, proc.stderr[-2000:]
     objectives = [json.loads((sweep / str(i) / "scores.json").read_text())["objective"] for i in range(4)]

@@ -12,6 +12,8 @@ from tasks.archehr.data import AnswerSentence, NoteSentence
 
 
 class AnswerAligner(dspy.Module):
+    uses_lm = True
+
     def __init__(self, max_citations: int, tokens_per_citation: int | None = 6) -> None:
         super().__init__()
         self.max_citations = max_citations

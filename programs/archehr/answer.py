@@ -13,6 +13,8 @@ from tasks.archehr.data import NoteSentence
 
 
 class AnswerGenerator(dspy.Module):
+    uses_lm = True
+
     def __init__(self, max_words: int, soft_cut_ratio: float, max_tokens: int | None = None) -> None:
         super().__init__()
         self.max_words = max_words

@@ -8,17 +8,20 @@ from pathlib import Path
 from typing import Any
 
 import dspy
+from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig
 from pydantic import BaseModel
 
+from common.config_groups import option_of, options
 from common.contract import Inputs, ProgramContract
 from common.coverage import coverage, foreign
 from common.errors import ClinprogError, ConfigError
-from common.instantiate import build, choose
+from common.resources import Resources
 from common.usage import repairs_summary
 from programs.archehr import metrics as optimizer_metrics
 from programs.archehr.pipeline import ROLES
 from programs.archehr.report import print_scores, report_markdown, usage_summary
+from programs.archehr.stages import STAGE_PROTOCOLS, missing_members, uses_lm
 from tasks.archehr.data import (
     ArchEHRDataError,
     Case,
@@ -44,28 +47,11 @@ log = logging.getLogger(__name__)
 SPLITS = {"run": ("cases", "key"), "train": ("train", "train_key"), "val": ("val", "val_key")}
 
 
-def load_question_demos(path: str | None, ids: list[str]) -> list[dspy.Example]:
-    """Few-shot demos for stage 1 from the public dev pairs (patient narrative -> clinician question)."""
-    if not path or not ids:
-        return []
-    by_id = {c.case_id: c for c in load_cases(path)}
-    missing = [i for i in ids if i not in by_id or not by_id[i].clinician_question]
-    if missing:
-        raise ConfigError(f"program.question.demo_ids {missing} have no clinician question in {path}")
-    return [
-        dspy.Example(
-            patient_narrative=by_id[i].patient_narrative,
-            patient_question=" ".join(by_id[i].patient_question_phrases) or "(none)",
-            clinician_question=by_id[i].clinician_question,
-        ).with_inputs("patient_narrative", "patient_question")
-        for i in ids
-    ]
-
-
 class ArchEHRContract(ProgramContract[Case]):
     name = "archehr"
     unit = "case"
     roles = ROLES
+    stage_group = "program/archehr"   # conf/program/archehr/<stage>/<implementation>.yaml
     metrics = optimizer_metrics.METRICS
 
     # --- inputs -------------------------------------------------------------------------------------------------
@@ -85,8 +71,9 @@ class ArchEHRContract(ProgramContract[Case]):
         if key is not None:  # the loaded cases only, like the official scripts' --case_ids_to_score
             key = {c.case_id: key[c.case_id] for c in cases if c.case_id in key}
         files = {"cases": str(cases_path)}
-        if cfg.program.get("question") and cfg.program.question.get("demos_path"):
-            files["question_demos"] = str(cfg.program.question.demos_path)
+        demos = (cfg.program.get("question") or {}).get("demos") or {}
+        if demos.get("path"):  # the LM question stage's few-shot demos
+            files["question_demos"] = str(demos.path)
         return Inputs(cases, references={"key": key, "key_path": str(key_path) if key_path else None}, files=files)
 
     def item_id(self, item: Case) -> str:
@@ -96,32 +83,60 @@ class ArchEHRContract(ProgramContract[Case]):
         return str(record["case_id"])
 
     # --- the program --------------------------------------------------------------------------------------------
+    def stage_nodes(self, cfg: DictConfig) -> dict[str, DictConfig]:
+        """Each stage's implementation node (`program.<stage>`, chosen by program/archehr/<stage>=<option>)."""
+        missing = [stage for stage in self.roles if not (cfg.program.get(stage) or {}).get("_target_")]
+        if missing:
+            raise ConfigError(f"program={cfg.program.name}: no implementation chosen for {missing}; choose one with "
+                              + ", ".join(f"{self.stage_group}/{s}=<{'|'.join(options(f'{self.stage_group}/{s}'))}>"
+                                          for s in missing))
+        return {stage: cfg.program[stage] for stage in self.roles}
+
     def stage_choices(self, cfg: DictConfig) -> dict[str, str]:
-        p = cfg.program
-        choices = {stage: str((p.get("stages") or {}).get(stage, "lm")) for stage in self.roles}
-        for stage, choice in choices.items():
-            choose(p.implementations[stage], choice, f"program.stages.{stage}")
-        choose(p.fallbacks, str(p.fallback), "program.fallback")
-        return choices
+        """{stage: the option of program/archehr/<stage> in use} (e.g. evidence: embedding)."""
+        return {stage: option_of(f"{self.stage_group}/{stage}", node) for stage, node in self.stage_nodes(cfg).items()}
 
     def lm_roles(self, cfg: DictConfig) -> list[str]:
-        roles = [stage for stage, choice in self.stage_choices(cfg).items() if choice == "lm"]
+        roles = [stage for stage, node in self.stage_nodes(cfg).items() if uses_lm(get_class(node._target_))]
         grounding = cfg.program.get("grounding") or {}
-        if grounding.get("enabled") and grounding.get("judge") == "lm":
+        if grounding.get("_target_") and grounding.get("judge") == "lm":
             roles.append("grounding")  # the LM judge of the grounding check
         return roles
 
+    def offline_stages(self, cfg: DictConfig) -> list[str]:
+        """The stages that run without an LM (every one, in the default run)."""
+        return [stage for stage in self.roles if stage not in self.lm_roles(cfg)]
+
     def build(self, cfg: DictConfig, role_lms: dict[str, dspy.LM] | None, **resources: Any) -> dspy.Module:
         p = cfg.program
-        self.stage_choices(cfg)
-        demos = load_question_demos(p.question.demos_path, list(p.question.demo_ids or [])) \
-            if p.question.get("demos_path") else []
-        # ONE embedder for every offline stage; it loads its model on first use only (an LM-only cascade never does)
-        embedder = resources.get("embedder") or build(p.offline.embedder, "program.offline.embedder")
-        grounding = build(p.grounding_check, "program.grounding_check", embedder=embedder) \
-            if p.get("grounding") and p.grounding.enabled else None
-        program = build(p.module, "program.module", embedder=embedder, question_demos=demos,
-                        role_lms=dict(role_lms or {}), grounding=grounding)
+        # ONE embedder for every stage that takes one; it loads its model on first use only (an LM-only cascade never
+        # does); a caller's (a test's, a benchmark's) already loaded embedder is used as it is.
+        shared = Resources(embedder=resources.get("embedder") or instantiate(p.embedder),
+                           role_lms=dict(role_lms or {}))
+
+        def stage(node: DictConfig, where: str, group: str) -> Any:
+            hint = f"choose another implementation with {group}=<{'|'.join(options(group))}> (conf/{group}/)"
+            built = shared.complete(instantiate(node, _convert_="all"), where, hint)
+            protocol = STAGE_PROTOCOLS.get(where.rsplit(".", 1)[-1])
+            missing = missing_members(built, protocol) if protocol is not None else []
+            if missing:
+                raise ConfigError(f"{where}: {type(built).__name__} does not implement the {protocol.__name__} protocol "
+                                  f"(programs/archehr/stages.py): no {', '.join(missing)}")
+            return built
+
+        stages = {name: stage(node, f"program.{name}", f"{self.stage_group}/{name}")
+                  for name, node in self.stage_nodes(cfg).items()}
+        lm_stages = [name for name in self.roles if uses_lm(stages[name])]
+        fallback_nodes = p.get("fallback") or {}
+        fallbacks = {name: stage(fallback_nodes[name], f"program.fallback.{name}", f"{self.stage_group}/{name}")
+                     for name in lm_stages if name in fallback_nodes}
+        grounding = None
+        if (p.get("grounding") or {}).get("_target_"):
+            answer = stages["answer"]  # a dropped sentence re-applies the answer stage's own soft cut
+            grounding = shared.complete(instantiate(p.grounding, _convert_="all"), "program.grounding",
+                                        max_words=answer.max_words, soft_cut_ratio=answer.soft_cut_ratio)
+        program = shared.complete(instantiate(p.cascade, _convert_="all"), "program.cascade", offline_fallbacks=fallbacks,
+                                  grounding=grounding, **stages)
         if p.get("compiled"):
             from optimizers.compile import load_compiled
 

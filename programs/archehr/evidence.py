@@ -5,6 +5,7 @@ from __future__ import annotations
 import dspy
 
 from common.failures import RECOVERABLE, StageOutputError, describe
+from programs.archehr.stages import check_anchor
 from programs.archehr.text import numbered
 from signatures.archehr import ScoreEvidence
 from signatures.constrained import reply_bound, with_output_schema
@@ -26,10 +27,15 @@ def select_evidence(sentences: list[NoteSentence], scores: list[int], strict_thr
 
 
 class EvidenceScorer(dspy.Module):
-    preferred_anchor = "clinician_question"  # the seed's choice (62.9 vs 60.2 F1 with the raw narrative)
+    """ScoreEvidence gives every note sentence a Likert score; the seed's strict/lenient/first-n rule selects."""
+
+    uses_lm = True
+
     def __init__(self, strict_threshold: int, lenient_threshold: int, fallback_count: int,
-                 tokens_per_sentence: int | None = 4) -> None:
+                 tokens_per_sentence: int | None = 4, anchor: str = "clinician_question") -> None:
         super().__init__()
+        # clinician_question: the seed's choice (62.9 vs 60.2 F1 with the raw narrative)
+        self.anchor = check_anchor(anchor)
         self.tokens_per_sentence = tokens_per_sentence  # reply bound: 32 + this per sentence (null: the LM's)
         self.strict_threshold = strict_threshold
         self.lenient_threshold = lenient_threshold

@@ -12,6 +12,8 @@ from signatures.constrained import reply_bound, with_output_schema
 
 
 class QuestionInterpreter(dspy.Module):
+    uses_lm = True
+
     def __init__(self, max_words: int, demos: list[dspy.Example] | None = None, max_tokens: int | None = None) -> None:
         super().__init__()
         self.max_words = max_words

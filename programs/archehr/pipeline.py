@@ -2,47 +2,39 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 import dspy
 
-from common.errors import ConfigError
 from common.usage import UsageLedger
+from programs.archehr.stages import AlignmentStage, AnswerStage, EvidenceStage, QuestionStage, check_anchor
 from programs.archehr.text import split_sentences
 from tasks.archehr.data import AnswerSentence, Case
 
 ROLES = ("question", "evidence", "answer", "alignment")
-ANCHORS = ("clinician_question", "patient_narrative", "both")
 
 
 class ArchEHRCascade(dspy.Module):
     """Four stages, each a module with the same inputs/outputs whether it calls an LM or not.
 
-    Built by Hydra from `conf/program/archehr.yaml` (`program.stages.<stage>` picks the implementation).
-    `offline_fallbacks` replace an LM stage whose output failed (fallback=offline); without them each LM stage takes
-    its own documented fallback (the seed's rules).
+    Built by the contract from `conf/program/archehr/<stage>/<implementation>.yaml` (one config group per stage).
+    `offline_fallbacks` replace an LM stage whose output failed (program/archehr/fallback=offline); without them each
+    LM stage takes its own documented fallback (the seed's rules).
     """
 
     def __init__(
         self,
         *,
-        question: dspy.Module,
-        evidence: dspy.Module,
-        answer: dspy.Module,
-        alignment: dspy.Module,
-        anchor: Literal["auto", "clinician_question", "patient_narrative", "both"],
+        question: QuestionStage,
+        evidence: EvidenceStage,
+        answer: AnswerStage,
+        alignment: AlignmentStage,
         offline_fallbacks: dict[str, dspy.Module] | None = None,
         role_lms: dict[str, dspy.LM] | None = None,
         grounding: dspy.Module | None = None,
     ) -> None:
         super().__init__()
-        if anchor == "auto":  # what the evidence implementation was designed or tuned for
-            anchor = getattr(evidence, "preferred_anchor", "clinician_question")
-        if anchor not in ANCHORS:
-            raise ConfigError(f"program.evidence.anchor must be auto or one of {ANCHORS}, not {anchor!r}")
-        self.anchor = anchor
+        self.anchor = check_anchor(getattr(evidence, "anchor", "clinician_question"))  # the evidence stage's own
         self.question, self.evidence, self.answer, self.alignment = question, evidence, answer, alignment
-        self._grounding = grounding  # a non-LLM check (no learnable state), None when program.grounding.enabled=false
+        self._grounding = grounding  # a non-LLM check (no learnable state), None with program/archehr/grounding=none
         # Plain dicts hold modules that are not learnable state: DSPy's named_parameters() skips dict values that
         # are Modules (only Predict parameters in dicts count), so save()/load() are the same with or without them.
         self._offline = dict(offline_fallbacks or {})

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from hydra.utils import get_class
 from omegaconf import DictConfig
 
+from common.config_groups import option_of
 from common.coverage import describe
 from lms.describe import lm_model
+from programs.archehr.pipeline import ROLES
+from programs.archehr.stages import uses_lm
 from reports.text import counts
 
 
@@ -50,16 +54,18 @@ def _fmt(v: Any) -> str:
 
 
 def stage_implementations(cfg: DictConfig) -> list[tuple[str, str]]:
-    """Each stage with what ran it: `lm (<model>)` or its non-LLM module; the LM is named only where one ran."""
+    """Each stage with what ran it: `lm (<model>)` or its non-LLM implementation; the LM is named only where one ran."""
     out = []
-    given_question = bool((cfg.program.get("citations") or {}).get("use_given_question"))
-    for stage, choice in dict(cfg.program.get("stages") or {}).items():
+    given_question = bool((cfg.program.get("cascade") or {}).get("use_given_question"))
+    for stage in ROLES:
+        node = cfg.program.get(stage)
+        impl = option_of(f"program/archehr/{stage}", node)
+        label = f"lm ({lm_model(cfg, stage)})" if uses_lm(get_class(node._target_)) else impl
         if stage == "question" and given_question:  # ArchEHR 2025: the case's clinician question (stage 1 skipped)
-            out.append((stage, f"given, else {'lm (' + lm_model(cfg, stage) + ')' if choice == 'lm' else choice}"))
-            continue
-        out.append((stage, f"lm ({lm_model(cfg, stage)})" if choice == "lm" else str(choice)))
+            label = f"given, else {label}"
+        out.append((stage, label))
     grounding = cfg.program.get("grounding") or {}
-    if grounding.get("enabled"):
+    if grounding.get("_target_"):
         judge = grounding.get("judge")
         out.append(("grounding", f"lm judge ({lm_model(cfg, 'grounding')})" if judge == "lm" else "non-LLM checks"))
     return out

@@ -13,17 +13,22 @@ import dspy
 
 from common.usage import UsageLedger
 from programs.archehr.pipeline import ArchEHRCascade
+from programs.archehr.stages import AlignmentStage, AnswerStage, EvidenceStage, QuestionStage
 from tasks.archehr.data import Case
 from tasks.archehr2025.submission import cited_answer
 
 
 class CitedAnswerCascade(ArchEHRCascade):
-    def __init__(self, *, use_given_question: bool, when_uncited: str, **stages) -> None:
-        super().__init__(**stages)
+    def __init__(self, *, use_given_question: bool, when_uncited: str, question: QuestionStage,
+                 evidence: EvidenceStage, answer: AnswerStage, alignment: AlignmentStage,
+                 offline_fallbacks: dict[str, dspy.Module] | None = None, role_lms: dict[str, dspy.LM] | None = None,
+                 grounding: dspy.Module | None = None) -> None:
+        super().__init__(question=question, evidence=evidence, answer=answer, alignment=alignment,
+                         offline_fallbacks=offline_fallbacks, role_lms=role_lms, grounding=grounding)
         if when_uncited not in ("cite_evidence", "keep"):
             from common.errors import ConfigError
 
-            raise ConfigError(f"program.citations.when_uncited must be cite_evidence or keep, not {when_uncited!r}")
+            raise ConfigError(f"program.cascade.when_uncited must be cite_evidence or keep, not {when_uncited!r}")
         self.use_given_question = use_given_question
         self.when_uncited = when_uncited
 

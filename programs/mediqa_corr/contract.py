@@ -6,12 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import dspy
+from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from pydantic import BaseModel
 
 from common.contract import Inputs, ProgramContract
 from common.coverage import coverage, describe, foreign
-from common.instantiate import build
+from common.resources import Resources
 from common.usage import repairs_summary
 from lms.describe import lm_model
 from programs.mediqa_corr import metrics as optimizer_metrics
@@ -67,7 +68,8 @@ class MediqaCorrContract(ProgramContract[Note]):
 
     def build(self, cfg: DictConfig, role_lms: dict[str, dspy.LM] | None, **resources: Any) -> dspy.Module:
         search = resources["search"] if "search" in resources else build_search(cfg)
-        program = build(cfg.program.module, "program.module", search=search, role_lms=dict(role_lms or {}))
+        shared = Resources(role_lms=dict(role_lms or {}), search=search)
+        program = shared.complete(instantiate(cfg.program.module, _convert_="all"), "program.module")
         if cfg.program.get("compiled"):
             from optimizers.compile import load_compiled
 

@@ -2,7 +2,8 @@
 
 from programs.archehr.offline.align import SimilarityAligner
 from programs.archehr.offline.answer import ExtractiveAnswer
-from programs.archehr.offline.evidence import EmbeddingEvidenceScorer
+from programs.archehr.offline.evidence import EmbeddingEvidenceScorer, EmbeddingLikertEvidenceScorer
 from programs.archehr.offline.question import RuleQuestionInterpreter
 
-__all__ = ["EmbeddingEvidenceScorer", "ExtractiveAnswer", "RuleQuestionInterpreter", "SimilarityAligner"]
+__all__ = ["EmbeddingEvidenceScorer", "EmbeddingLikertEvidenceScorer", "ExtractiveAnswer", "RuleQuestionInterpreter",
+           "SimilarityAligner"]

@@ -1,7 +1,8 @@
 """Stage 2 without an LM: cosine similarity of question and note sentences mapped to the 1-5 scale.
 
 Cut points map a similarity to Likert scores (>= cuts[3] -> 5, >= cuts[2] -> 4, >= cuts[1] -> 3, >= cuts[0] -> 2,
-else 1), so the seed's strict (>= 4) / lenient (>= 3) / first-3 selection applies unchanged. With `relative`
+else 1): the scores shown in predictions and the report, and what the seed's strict (>= 4) / lenient (>= 3) /
+first-3 selection reads in `EmbeddingLikertEvidenceScorer`. With `relative`
 (the default) a sentence's similarity is divided by the note's best one first: MiniLM cosines vary a lot between
 notes, their ranking much less. Section headers (a short sentence ending in ':') score 1: never evidence.
 """
@@ -12,9 +13,11 @@ import math
 
 import dspy
 
+from common.errors import ConfigError
 from programs.archehr.evidence import select_evidence
 from programs.archehr.offline.lexical import bm25_scores
 from programs.archehr.offline.similarity import cosine_matrix
+from programs.archehr.stages import check_anchor
 from retrieval.embed import Embedder
 from tasks.archehr.data import NoteSentence
 
@@ -31,24 +34,28 @@ def to_likert(similarity: float, cuts: tuple[float, ...]) -> int:
 
 class EmbeddingEvidenceScorer(dspy.Module):
     """Relevance = (1 - lexical_weight) * dense cosine + lexical_weight * BM25, each relative to the note's best
-    (with `relative`), mapped to 1-5 by `cuts`. Selection: the seed's strict/lenient/first-n rule on those scores,
-    or recall-first with `top_share` (the top share of the note's non-header sentences, at least `min_selected`)."""
+    (with `relative`), mapped to 1-5 by `cuts` (the scores shown in predictions and the report). Selection is
+    recall-first: the top `top_share` of the note's non-header sentences, at least `min_selected`."""
 
-    preferred_anchor = "both"  # question + narrative: chosen by cross-validation (benchmarks/archehr_offline_cv.py)
-
-    def __init__(self, embedder: Embedder, strict_threshold: int, lenient_threshold: int, fallback_count: int,
-                 cuts: tuple[float, ...] = DEFAULT_CUTS, relative: bool = True, lexical_weight: float = 0.0,
-                 top_share: float | None = None, min_selected: int = 1) -> None:
+    def __init__(self, embedder: Embedder, anchor: str = "both", top_share: float = 0.6, min_selected: int = 1,
+                 lexical_weight: float = 0.0, relative: bool = True, cuts: tuple[float, ...] = DEFAULT_CUTS) -> None:
         super().__init__()
-        if not 0.0 <= lexical_weight <= 1.0 or (top_share is not None and not 0.0 < top_share <= 1.0):
-            from common.errors import ConfigError
+        if not 0.0 < top_share <= 1.0:
+            raise ConfigError(f"program.evidence.top_share must be in (0, 1], not {top_share!r}")
+        if min_selected < 1:
+            raise ConfigError(f"program.evidence.min_selected must be >= 1, not {min_selected!r}")
+        self._setup(embedder, anchor, lexical_weight, relative, cuts)
+        self.top_share, self.min_selected = top_share, min_selected
 
-            raise ConfigError("program.offline: lexical_weight must be in [0, 1] and top_share in (0, 1] or null")
+    def _setup(self, embedder: Embedder, anchor: str, lexical_weight: float, relative: bool,
+               cuts: tuple[float, ...]) -> None:
+        if not 0.0 <= lexical_weight <= 1.0:
+            raise ConfigError(f"program.evidence.lexical_weight must be in [0, 1], not {lexical_weight!r}")
         self.embedder = embedder
+        self.anchor = check_anchor(anchor)  # both (question + narrative): chosen by cross-validation
         self.relative = relative
-        self.thresholds = (strict_threshold, lenient_threshold, fallback_count)
         self.cuts = tuple(cuts)
-        self.lexical_weight, self.top_share, self.min_selected = lexical_weight, top_share, min_selected
+        self.lexical_weight = lexical_weight
 
     def relevance(self, anchor: str, sentences: list[NoteSentence]) -> tuple[list[float], list[float]]:
         """(fused relevance, raw cosine) per sentence; headers get 0."""
@@ -68,17 +75,32 @@ class EmbeddingEvidenceScorer(dspy.Module):
             fused = [(1 - self.lexical_weight) * d + self.lexical_weight * x for d, x in zip(fused, lexical, strict=True)]
         return [0.0 if h else f for f, h in zip(fused, headers, strict=True)], sims
 
+    def select(self, sentences: list[NoteSentence], fused: list[float], scores: list[int]) -> tuple[list[str], str]:
+        candidates = [i for i, s in enumerate(sentences) if not is_header(s.text)]
+        k = max(self.min_selected, math.ceil(self.top_share * len(candidates)))
+        top = sorted(sorted(candidates, key=lambda i: -fused[i])[:k])
+        return [sentences[i].id for i in top], "top_share"
+
     def forward(self, clinician_question: str, sentences: list[NoteSentence]) -> dspy.Prediction:
         fused, sims = self.relevance(clinician_question, sentences)
         scores = [1 if is_header(s.text) else to_likert(f, self.cuts) for s, f in zip(sentences, fused, strict=True)]
-        if self.top_share is not None:
-            candidates = [i for i, s in enumerate(sentences) if not is_header(s.text)]
-            k = max(self.min_selected, math.ceil(self.top_share * len(candidates)))
-            top = sorted(sorted(candidates, key=lambda i: -fused[i])[:k])
-            ids, selection = [sentences[i].id for i in top], "top_share"
-        else:
-            ids, selection = select_evidence(sentences, scores, *self.thresholds)
+        ids, selection = self.select(sentences, fused, scores)
         return dspy.Prediction(evidence_ids=ids, scores=dict(zip([s.id for s in sentences], scores, strict=True)),
                                similarities={s.id: round(x, 4) for s, x in zip(sentences, sims, strict=True)},
                                relevance={s.id: round(f, 4) for s, f in zip(sentences, fused, strict=True)},
                                selection=selection, fallback=None)
+
+
+class EmbeddingLikertEvidenceScorer(EmbeddingEvidenceScorer):
+    """The same relevance and Likert scores, selected by the seed's rule: score >= strict, else >= lenient, else
+    the first `fallback_count` sentences."""
+
+    def __init__(self, embedder: Embedder, anchor: str = "both", strict_threshold: int = 4, lenient_threshold: int = 3,
+                 fallback_count: int = 3, lexical_weight: float = 0.0, relative: bool = True,
+                 cuts: tuple[float, ...] = DEFAULT_CUTS) -> None:
+        dspy.Module.__init__(self)
+        self._setup(embedder, anchor, lexical_weight, relative, cuts)
+        self.thresholds = (strict_threshold, lenient_threshold, fallback_count)
+
+    def select(self, sentences: list[NoteSentence], fused: list[float], scores: list[int]) -> tuple[list[str], str]:
+        return select_evidence(sentences, scores, *self.thresholds)

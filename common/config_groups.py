@@ -1,0 +1,38 @@
+"""Which option of a config group a composed node came from (for reports and one-line errors).
+
+A stage implementation is a file `conf/<group>/<option>.yaml` with a `_target_`; the composed config keeps the
+node, not the option's name. The name is found again from the `_target_` (each option of a stage group has its
+own class), so a run folder's `config.json` still says `evidence=embedding` when the report is rebuilt later.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+_TARGET = re.compile(r"^_target_:\s*(\S+)", re.M)
+
+
+@lru_cache(maxsize=64)
+def options(group: str) -> dict[str, str]:
+    """{option: _target_} of the files in conf/<group>/ (options without a top-level _target_ map to '')."""
+    folder = CONF / group
+    out: dict[str, str] = {}
+    for path in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
+        match = _TARGET.search(path.read_text(encoding="utf-8"))
+        out[path.stem] = match.group(1) if match else ""
+    return out
+
+
+def option_of(group: str, node: Any) -> str:
+    """The option of `group` whose `_target_` the node has ('none' for an empty node; else the class name)."""
+    target = (node or {}).get("_target_") if hasattr(node, "get") else None
+    if not target:
+        return "none"
+    for name, option_target in options(group).items():
+        if option_target == target:
+            return name
+    return str(target).rsplit(".", 1)[-1]

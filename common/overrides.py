@@ -1,0 +1,73 @@
+"""Refuse, in one line, a command-line parameter of a stage implementation that is not in use.
+
+`program.evidence.strict_threshold=5` with the default (embedding) evidence stage would otherwise end in Hydra's
+multi-line "not in struct" error that suggests `+program.evidence...`, which would only move the problem. Stage
+implementations are config groups whose files hold only their own parameters, so a key that is not in the chosen
+file belongs to another implementation (or to none): say which, and how to switch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+def _stage_groups(stage: str) -> list[Path]:
+    return sorted(p for p in (CONF / "program").glob(f"*/{stage}") if p.is_dir())
+
+
+def _option_keys(folder: Path) -> dict[str, set[str]]:
+    out = {}
+    for path in sorted(folder.glob("*.yaml")):
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        out[path.stem] = {k for k in data if not str(k).startswith("_") and k != "defaults"}
+    return out
+
+
+def dead_stage_key(argv: list[str]) -> str | None:
+    """The refusal line for the first `program.<stage>.<param>=...` override whose stage implementation (after the
+    command line's group choices) has no such parameter; None when there is none (or the config does not compose:
+    Hydra then reports that itself)."""
+    params = [a for a in argv if not a.startswith("-") and "=" in a and a.split("=", 1)[0].lstrip("+~").count(".") >= 2
+              and a.lstrip("+~").startswith("program.")]
+    if not params:
+        return None
+    from hydra import compose, initialize_config_dir
+
+    import common.instantiate  # noqa: F401 - resolvers
+
+    others = [a for a in argv if a not in params and not a.startswith("-") and "=" in a
+              and not a.startswith(("hydra.", "hydra/"))]
+    try:
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=others)
+    except Exception:  # noqa: BLE001 - Hydra reports a config that does not compose
+        return None
+    for arg in params:
+        key = arg.split("=", 1)[0].lstrip("+~")
+        _, stage, name = key.split(".", 2)
+        name = name.split(".", 1)[0]
+        node: Any = cfg.program.get(stage)
+        if not hasattr(node, "get") or not node.get("_target_") or name in node:
+            continue
+        groups = _stage_groups(stage)
+        group = next((g for g in groups if any(
+            (yaml.safe_load(p.read_text(encoding="utf-8")) or {}).get("_target_") == node._target_
+            for p in g.glob("*.yaml"))), groups[0] if groups else None)
+        if group is None:
+            continue
+        rel = group.relative_to(CONF).as_posix()
+        options = _option_keys(group)
+        current = next((o for o, keys in options.items()
+                        if (yaml.safe_load((group / f"{o}.yaml").read_text(encoding="utf-8")) or {}).get("_target_")
+                        == node._target_), node._target_)
+        having = [o for o, keys in options.items() if name in keys]
+        switch = (f"it belongs to {', '.join(having)}: add {rel}={having[0]}" if having
+                  else f"no implementation of {stage} has it")
+        return (f"{key}: not a parameter of the {stage} stage in use ({rel}={current}, parameters: "
+                f"{', '.join(sorted(options.get(current, set())))}); {switch}")
+    return None

@@ -1,0 +1,81 @@
+"""What every implementation of an ArchEHR stage takes and returns, LM or not (`typing.Protocol`s).
+
+An implementation is any `dspy.Module` whose `forward` has these inputs and whose `dspy.Prediction` carries these
+outputs; `uses_lm` (a class attribute, False when absent) says whether it calls its role's LM. The cascade
+(`pipeline.py`) depends on these protocols only, so config can swap implementations
+(`program/archehr/<stage>=<implementation>`).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal, Protocol
+
+import dspy
+
+from tasks.archehr.data import AnswerSentence, NoteSentence
+
+Anchor = Literal["clinician_question", "patient_narrative", "both"]
+ANCHORS: tuple[str, ...] = ("clinician_question", "patient_narrative", "both")
+
+
+class QuestionStage(Protocol):
+    """-> clinician_question (<= max_words), fallback (None or why the LM output was not used)."""
+
+    uses_lm: ClassVar[bool]
+    max_words: int
+
+    def forward(self, patient_narrative: str, patient_question: str = "") -> dspy.Prediction: ...
+
+
+class EvidenceStage(Protocol):
+    """-> evidence_ids, scores ({sentence id: 1-5} or None), selection (how the ids were chosen), fallback.
+    `anchor` says what the sentences are scored against."""
+
+    uses_lm: ClassVar[bool]
+    anchor: str
+
+    def forward(self, clinician_question: str, sentences: list[NoteSentence]) -> dspy.Prediction: ...
+
+
+class AnswerStage(Protocol):
+    """-> answer (<= max_words, soft cut), fallback."""
+
+    uses_lm: ClassVar[bool]
+    max_words: int
+    soft_cut_ratio: float
+
+    def forward(self, clinician_question: str, evidence: list[NoteSentence], note_excerpt: str) -> dspy.Prediction: ...
+
+
+class AlignmentStage(Protocol):
+    """-> alignment ([{answer_id, evidence_id}]), dropped_ids (unknown ids removed), fallback."""
+
+    uses_lm: ClassVar[bool]
+    max_citations: int
+
+    def forward(self, answer_sentences: list[AnswerSentence], sentences: list[NoteSentence]) -> dspy.Prediction: ...
+
+
+STAGE_PROTOCOLS: dict[str, type] = {"question": QuestionStage, "evidence": EvidenceStage, "answer": AnswerStage,
+                                    "alignment": AlignmentStage}
+
+
+def missing_members(implementation: object, protocol: type) -> list[str]:
+    """What `implementation` lacks of `protocol` (its attributes, and `forward` on its class); `uses_lm` is optional.
+    Checked on the class's attributes, not by isinstance: DSPy warns when an instance's forward is touched."""
+    wanted = [name for name in getattr(protocol, "__annotations__", {}) if name != "uses_lm"]
+    missing = [name for name in wanted if not hasattr(implementation, name)]
+    return missing + ([] if callable(getattr(type(implementation), "forward", None)) else ["forward"])
+
+
+def uses_lm(implementation: object) -> bool:
+    """Whether a stage class (or instance) calls an LM."""
+    return bool(getattr(implementation, "uses_lm", False))
+
+
+def check_anchor(anchor: str, where: str = "program.evidence.anchor") -> str:
+    if anchor not in ANCHORS:
+        from common.errors import ConfigError
+
+        raise ConfigError(f"{where} must be one of {ANCHORS}, not {anchor!r}")
+    return anchor

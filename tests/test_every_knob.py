@@ -1,0 +1,236 @@
+"""Every documented parameter of the default run's stage implementations changes its predictions; a parameter of
+an implementation that is not in use is refused in one line; every hparams_search config sweeps live parameters."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import dspy
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from common.overrides import dead_stage_key
+from tests.builders import archehr_stage, config, shared_embedder
+from runners.program import contract_for
+from tasks.archehr.data import load_cases
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = load_cases(ROOT / "data" / "archehr" / "dev_cases.xml")[:6]
+VOLATILE = ("seconds", "usage")
+
+# (implementation option, parameter) -> a value that must change the default run's predictions on the dev cases.
+# A parameter a stage file gains without an entry here fails test_every_parameter_has_a_changed_value.
+CHANGED = {
+    ("question/rule", "max_words"): 6,
+    ("question/rule", "third_person"): False,
+    ("question/rule", "fill_vague"): False,
+    ("question/rule", "passive"): False,
+    ("question/rule", "add_focus"): False,
+    ("evidence/embedding", "anchor"): "patient_narrative",
+    ("evidence/embedding", "top_share"): 0.3,
+    ("evidence/embedding", "min_selected"): 40,
+    ("evidence/embedding", "lexical_weight"): 0.6,
+    ("evidence/embedding", "relative"): False,
+    ("evidence/embedding", "cuts"): [0.2, 0.3, 0.4, 0.5],
+    ("answer/extractive", "max_words"): 20,
+    ("answer/extractive", "soft_cut_ratio"): 0.95,
+    ("alignment/similarity", "max_citations"): 1,
+    ("alignment/similarity", "threshold"): 0.6,
+    ("alignment/similarity", "margin"): None,
+    ("alignment/similarity", "min_links"): 2,
+    ("alignment/similarity", "lexical_weight"): 0.0,
+}
+# The grounding check runs on an LM's answer (the default run's extractive answer quotes the note): each parameter
+# must change its verdicts on the dev cases' reference answers, which paraphrase the note.
+GROUNDING_CHANGED = {
+    ("grounding/similarity", "min_similarity"): 0.8,
+    ("grounding/similarity", "min_coverage"): 0.9,
+    ("grounding/similarity", "on_unsupported"): "drop",
+}
+# a parameter whose other values need something these runs do not have: refused in one line instead
+NEEDS_MORE = {("grounding/similarity", "judge"): ("lm", "needs an LM")}
+
+
+def default_implementations() -> dict[str, tuple[str, list[str]]]:
+    """{stage: (group/option, its parameters)} of the default run (lm=none), read from the composed config."""
+    from common.config_groups import option_of
+
+    cfg = config("program=archehr")
+    out = {}
+    for stage in ("question", "evidence", "answer", "alignment", "grounding"):
+        node = cfg.program[stage]
+        if not node.get("_target_"):
+            continue
+        option = option_of(f"program/archehr/{stage}", node)
+        out[stage] = (f"{stage}/{option}", [k for k in node if not str(k).startswith("_")])
+    return out
+
+
+def predictions(*overrides: str) -> list[dict]:
+    cfg = config("program=archehr", "metrics.bertscore=null", *overrides)
+    contract = contract_for(cfg)
+    program = contract.build(cfg, None, embedder=shared_embedder())
+    records = [contract.predict(program, case) for case in CASES]
+    return [{k: v for k, v in r.items() if k not in VOLATILE} for r in records]
+
+
+@pytest.fixture(scope="module")
+def baseline() -> list[dict]:
+    dspy.configure(lm=None)
+    return predictions()
+
+
+def test_every_parameter_has_a_changed_value():
+    missing = [(impl, p) for impl, params in default_implementations().values() for p in params
+               if (impl, p) not in CHANGED and (impl, p) not in NEEDS_MORE]
+    assert not missing, f"add a changed value for {missing} to CHANGED (or NEEDS_MORE)"
+
+
+@pytest.mark.parametrize(("impl", "param"), sorted(CHANGED, key=str))
+def test_each_parameter_of_the_default_run_changes_its_predictions(baseline, impl, param):
+    stage = impl.split("/")[0]
+    if impl not in {i for i, _ in default_implementations().values()}:
+        pytest.skip(f"{impl} is not the default run's {stage} stage any more")
+    value = CHANGED[(impl, param)]
+    changed = predictions(f"program.{stage}.{param}={'null' if value is None else value}")
+    assert changed != baseline, f"program.{stage}.{param}={value} left every prediction unchanged"
+
+
+def grounding_verdicts(*overrides: str) -> list:
+    from hydra.utils import instantiate
+
+    from common.resources import Resources
+    from tasks.archehr.data import load_key
+
+    key = load_key(ROOT / "data" / "archehr" / "dev_cases_key.json")
+    cfg = config("program=archehr", "program/archehr/grounding=similarity", *overrides)
+    check = Resources(embedder=shared_embedder()).complete(instantiate(cfg.program.grounding, _convert_="all"),
+                                                           "program.grounding", max_words=75, soft_cut_ratio=0.6)
+    out = []
+    for case in CASES:
+        ref = key[case.case_id].answer_sentences
+        items = [{"id": sid, "text": text} for sid, text, _ in ref]
+        links = [{"answer_id": sid, "evidence_id": list(cites)} for sid, _, cites in ref]
+        result = check(items, links, list(case.sentences), " ".join(text for _, text, _ in ref))
+        out.append((result.verdicts, result.answer))
+    return out
+
+
+@pytest.mark.parametrize(("impl", "param"), sorted(GROUNDING_CHANGED))
+def test_each_grounding_parameter_changes_its_verdicts(impl, param):
+    dspy.configure(lm=None)
+    value = GROUNDING_CHANGED[(impl, param)]
+    assert grounding_verdicts(f"program.grounding.{param}={value}") != grounding_verdicts(), \
+        f"program.grounding.{param}={value} changed no verdict"
+
+
+def test_every_grounding_parameter_has_a_changed_value():
+    cfg = config("program=archehr", "program/archehr/grounding=similarity")
+    params = [k for k in cfg.program.grounding if not str(k).startswith("_")]
+    missing = [p for p in params if ("grounding/similarity", p) not in {**GROUNDING_CHANGED, **NEEDS_MORE}]
+    assert not missing, f"add a changed value for {missing} to GROUNDING_CHANGED (or NEEDS_MORE)"
+
+
+@pytest.mark.parametrize(("impl", "param"), sorted(NEEDS_MORE))
+def test_a_parameter_needing_more_is_refused_in_one_line(impl, param):
+    from common.errors import ClinprogError
+    from runners.program import choose_lm_or_offline
+
+    stage = impl.split("/")[0]
+    value, reason = NEEDS_MORE[(impl, param)]
+    cfg = config("program=archehr", f"program/archehr/{impl.replace('/', '=')}", f"program.{stage}.{param}={value}")
+    with pytest.raises(ClinprogError, match=reason):
+        choose_lm_or_offline(cfg, contract_for(cfg))
+
+
+@pytest.mark.parametrize("override", ["program.evidence.strict_threshold=5", "program.evidence.fallback_count=1",
+                                      "program.alignment.tokens_per_citation=2", "program.question.demos.ids=[1]"])
+def test_a_parameter_of_an_unused_implementation_is_refused_in_one_line(override):
+    line = dead_stage_key(["program=archehr", override])
+    stage = override.split(".")[1]
+    assert line is not None and line.startswith(f"{override.split('=')[0]}: not a parameter of the {stage} stage in use")
+    assert f"program/archehr/{stage}=" in line and "\n" not in line
+    # the same key with its implementation chosen is live
+    owner = re.search(r"add (program/archehr/\w+=\w+)", line).group(1)
+    assert dead_stage_key(["program=archehr", owner, override]) is None
+
+
+def test_the_refusal_reaches_the_user_as_one_error_line(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "main.py"), "program=archehr", "program.evidence.strict_threshold=5",
+                           f"hydra.run.dir={tmp_path / 'r'}"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith("error: program.evidence.strict_threshold: not a parameter of the evidence stage in use "
+                                  "(program/archehr/evidence=embedding")
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_parameter_added_with_plus_is_refused_when_built():
+    from common.errors import ConfigError
+
+    cfg = config("program=archehr", "+program.evidence.strict_threshold=5")
+    with pytest.raises(ConfigError, match=r"program.evidence.strict_threshold: not a parameter of the implementation "
+                                          r"in use \(programs.archehr.offline.evidence.EmbeddingEvidenceScorer\)"):
+        contract_for(cfg).build(cfg, None, embedder=shared_embedder())
+
+
+def _choices(spec: str) -> list:
+    """The values of an Optuna sweeper param: choice(a, b, ...) or range(a, b)."""
+    inner = spec[spec.index("(") + 1: spec.rindex(")")]
+    values = [yaml.safe_load(v.strip()) for v in inner.split(",")]
+    return list(range(*values)) if spec.startswith("range") else values
+
+
+SEARCHES = sorted(p.stem for p in (ROOT / "conf" / "hparams_search").glob("archehr*.yaml"))
+
+
+def _search(search: str) -> tuple[list[str], dict[str, list]]:
+    """A search config's group choices as command-line overrides (without the Optuna sweeper plugin, an extra) and
+    its swept parameters with their values."""
+    text = yaml.safe_load((ROOT / "conf" / "hparams_search" / f"{search}.yaml").read_text())
+    overrides = []
+    for entry in text.get("defaults", []):
+        (group, option), = entry.items()
+        group = group.removeprefix("override ").lstrip("/")
+        if not group.startswith("hydra/"):
+            overrides.append(f"{group}={option}")
+    return overrides, {k: _choices(v) for k, v in text["hydra"]["sweeper"]["params"].items()}
+
+
+@pytest.mark.parametrize("search", SEARCHES)
+def test_each_swept_parameter_is_a_parameter_of_the_implementation_the_search_selects(search):
+    overrides, params = _search(search)
+    for key, values in params.items():
+        assert dead_stage_key(["program=archehr", *overrides, f"{key}={values[0]}"]) is None, f"{search}: {key}"
+        cfg = config("program=archehr", *overrides)
+        assert OmegaConf.select(cfg, key, default="missing") != "missing", f"{search} sweeps {key}: not in its config"
+
+
+def test_the_default_run_search_sweeps_live_parameters(baseline):
+    overrides, params = _search("archehr_thresholds")
+    for key, values in params.items():
+        seen = {str(predictions(*overrides, f"{key}={v}")) for v in values}
+        assert len(seen) > 1, f"archehr_thresholds sweeps {key} over {values}, which never changes the predictions"
+
+
+def test_the_lm_evidence_search_sweeps_live_parameters(dummy_lm):
+    from tasks.archehr.data import NoteSentence
+
+    note = [NoteSentence(str(i), f"Sentence number {i} of the note.") for i in range(1, 7)]
+    overrides, params = _search("archehr_lm_thresholds")
+    cfg = config("program=archehr", *overrides)
+    assert contract_for(cfg).stage_choices(cfg)["evidence"] == "lm"  # the search selects the LM evidence stage
+    for key, values in params.items():
+        selections = set()
+        for v in values:
+            picked = []
+            # scores that separate every threshold (5..1), and one with nothing >= 3 (the first-n fallback)
+            for scores in ([5, 4, 3, 2, 1, 1], [2, 2, 1, 1, 1, 1]):
+                dummy_lm([{"scores": scores}])
+                stage = archehr_stage("evidence", "lm", *overrides, f"{key}={v}")
+                picked.append(tuple(stage(clinician_question="q", sentences=note).evidence_ids))
+            selections.add(tuple(picked))
+        assert len(selections) > 1, f"archehr_lm_thresholds sweeps {key} over {values}: the selection never changes"
