@@ -70,6 +70,9 @@ def _ingest(spec: CorpusSpec, backend: IngestBackend, embedder: Embedder, batch_
     chunks = list(iter_chunks(spec, duplicates))
     seen: set[str] = set()
     unique = [c for c in chunks if not (c.id in seen or seen.add(c.id))]
+    if not unique:  # an empty or mis-pointed corpus must not wipe what the index holds for this name
+        raise RetrievalError(f"corpus {spec.name}: no document with text in {', '.join(map(str, files))}; nothing "
+                             "indexed, nothing removed")
     current = doc_hashes(unique)
     changed: list[str] = []
     gone: list[str] = []

@@ -189,3 +189,15 @@ def test_a_corpus_copied_verbatim_under_another_file_name_changes_nothing(tmp_pa
     report = ingest(CorpusSpec(**{**TINY.__dict__, "paths": [str(copy)]}), index_at(tmp_path / "idx"),
                     HashEmbedder(), progress=False)
     assert (report.changed_docs, report.removed_docs, report.added, report.finalize) == (0, 0, 0, None)
+
+
+def test_an_empty_corpus_is_one_line_and_removes_nothing(tmp_path):
+    ingest(TINY, index_at(tmp_path / "idx"), HashEmbedder(), progress=False)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(RetrievalError, match=r"corpus tiny: no document with text in .*empty\.jsonl; nothing indexed, "
+                                             r"nothing removed"):
+        ingest(CorpusSpec(**{**TINY.__dict__, "paths": [str(empty)]}), index_at(tmp_path / "idx"), HashEmbedder(),
+               progress=False)
+    index = index_at(tmp_path / "idx")
+    assert index.consistent() == [] and index.count() == 6
