@@ -1,0 +1,258 @@
+"""Fit the learned non-LLM ArchEHR stages (evidence, alignment) against their subtask's metric.
+
+For each stage: the features of every training case (`programs/archehr/offline/features.py`), a logistic regression
+on them (scikit-learn, standardised features, L2), then the selection rule (threshold / relative / minimum) that
+maximises the subtask's pooled micro F1 over out-of-fold probabilities of the training cases (an inner
+cross-validation, so the rule is not fitted on probabilities the scorer saw its own labels for). Evidence is fitted
+against Subtask 2 strict micro F1 (essential sentences), alignment against Subtask 4 micro F1.
+
+`task=compile` with a learned stage chosen (and no LM) calls `compile_offline`: fit on data.train, score data.val
+before and after, save the state (program.optimize.save_to, like a DSPy state) with its meta.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from programs.archehr.offline.evidence import is_header
+from programs.archehr.offline.features import (
+    ALIGNMENT_FEATURE_SET,
+    ALIGNMENT_FEATURES,
+    EVIDENCE_FEATURE_SET,
+    EVIDENCE_FEATURES,
+    alignment_features,
+    evidence_features,
+    split_anchor,
+)
+from programs.archehr.offline.learned import select_evidence, select_links
+from programs.archehr.offline.learned_state import LogisticScorer, save_state
+from tasks.archehr.data import Case, KeyCase
+
+FITTABLE = {"evidence": "programs.archehr.offline.learned.LearnedEvidenceScorer",
+            "alignment": "programs.archehr.offline.learned.LearnedAligner"}
+EVIDENCE_GRID = {"threshold": [round(x, 3) for x in np.arange(0.05, 0.951, 0.025)],
+                 "relative": [0.0, 0.5, 0.6, 0.7, 0.8, 0.9], "min_selected": [1, 2, 3]}
+ALIGNMENT_GRID = {"threshold": [round(x, 3) for x in np.arange(0.05, 0.951, 0.025)],
+                  "relative": [0.0, 0.3, 0.5, 0.7], "min_links": [0, 1]}
+
+
+# --- design matrices --------------------------------------------------------------------------------------------
+@dataclass
+class EvidenceCase:
+    case_id: str
+    x: np.ndarray            # (sentences, features)
+    y: np.ndarray            # 1 = essential
+    candidates: np.ndarray   # non-header sentences
+    ids: list[str]
+
+
+@dataclass
+class AlignmentCase:
+    case_id: str
+    x: np.ndarray            # (answer sentences, candidates, features)
+    y: np.ndarray            # (answer sentences, candidates): 1 = cited
+    answer_ids: list[str]
+    candidate_ids: list[str]
+    gold: int                # reference links (some may cite a header: never predictable, still counted)
+
+
+def evidence_cases(cases: list[Case], key: dict[str, KeyCase], question_stage: Any, embedder: Any) -> list[EvidenceCase]:
+    """Each case's features as the program computes them: the question comes from the program's own stage 1 and
+    the anchor is the cascade's `both` anchor, split as the stage splits it."""
+    out = []
+    for case in cases:
+        if not case.sentences or case.case_id not in key:
+            continue
+        question = question_stage(case.patient_narrative, " ".join(case.patient_question_phrases)).clinician_question
+        q, narrative = split_anchor(f"{question} {case.patient_narrative}")
+        texts = [s.text for s in case.sentences]
+        essential = key[case.case_id].essential
+        out.append(EvidenceCase(case.case_id, evidence_features(embedder, q, narrative, texts),
+                                np.array([float(s.id in essential) for s in case.sentences]),
+                                np.array([not is_header(t) for t in texts], dtype=bool),
+                                [s.id for s in case.sentences]))
+    return out
+
+
+def alignment_cases(cases: list[Case], key: dict[str, KeyCase], embedder: Any) -> list[AlignmentCase]:
+    out = []
+    for case in cases:
+        kc = key.get(case.case_id)
+        if kc is None or not kc.answer_sentences or not case.sentences:
+            continue
+        candidates = [s for s in case.sentences if not is_header(s.text)]
+        answers = [text for _, text, _ in kc.answer_sentences]
+        x = alignment_features(embedder, answers, [s.text for s in candidates])
+        y = np.array([[float(s.id in cites) for s in candidates] for _, _, cites in kc.answer_sentences])
+        out.append(AlignmentCase(case.case_id, x, y, [a for a, _, _ in kc.answer_sentences],
+                                 [s.id for s in candidates], sum(len(c) for _, _, c in kc.answer_sentences)))
+    return out
+
+
+# --- the scorer -------------------------------------------------------------------------------------------------
+def fit_scorer(x: np.ndarray, y: np.ndarray, features: tuple[str, ...], c: float = 1.0) -> LogisticScorer:
+    from sklearn.linear_model import LogisticRegression
+
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale[scale < 1e-9] = 1.0
+    model = LogisticRegression(C=c, max_iter=5000)
+    model.fit((x - mean) / scale, y.astype(int))
+    return LogisticScorer(features, mean, scale, model.coef_[0].copy(), float(model.intercept_[0]))
+
+
+def _folds(n: int, k: int, seed: int = 0) -> list[np.ndarray]:
+    order = np.random.default_rng(seed).permutation(n)
+    return [order[i::k] for i in range(k)] if n >= 2 else [order]
+
+
+def _f1(tp: int, n_pred: int, n_gold: int) -> float:
+    p = tp / n_pred if n_pred else 0.0
+    r = tp / n_gold if n_gold else 0.0
+    return 2 * p * r / (p + r) if p + r else 0.0
+
+
+# --- evidence ---------------------------------------------------------------------------------------------------
+def evidence_f1(cases: list[EvidenceCase], probs: list[np.ndarray], selection: dict[str, Any]) -> float:
+    """Subtask 2 strict micro F1 (x100) of the selection rule over these cases."""
+    tp = n_pred = n_gold = 0
+    for case, p in zip(cases, probs, strict=True):
+        chosen = select_evidence(p, case.candidates, **selection)
+        tp += int(case.y[chosen].sum()) if chosen else 0
+        n_pred += len(chosen)
+        n_gold += int(case.y.sum())
+    return 100 * _f1(tp, n_pred, n_gold)
+
+
+def evidence_probabilities(cases: list[EvidenceCase], scorer: LogisticScorer) -> list[np.ndarray]:
+    return [np.where(c.candidates, scorer.probabilities(c.x), 0.0) for c in cases]
+
+
+def _out_of_fold(cases: list, fit, predict, k: int) -> list[np.ndarray]:
+    probs: list[np.ndarray | None] = [None] * len(cases)
+    for held in _folds(len(cases), min(k, len(cases))):
+        held_set = set(held.tolist())
+        train = [c for i, c in enumerate(cases) if i not in held_set]
+        scorer = fit(train or cases)
+        for i in held:
+            probs[i] = predict([cases[i]], scorer)[0]
+    return probs  # type: ignore[return-value]
+
+
+def fit_evidence(cases: list[EvidenceCase], c: float = 1.0, inner_folds: int = 5) -> dict[str, Any]:
+    """The evidence part of a state: scorer fitted on every case, selection rule on out-of-fold probabilities."""
+    def fit(train: list[EvidenceCase]) -> LogisticScorer:
+        rows = [(case.x[case.candidates], case.y[case.candidates]) for case in train]
+        return fit_scorer(np.vstack([r[0] for r in rows]), np.concatenate([r[1] for r in rows]), EVIDENCE_FEATURES, c)
+
+    scorer = fit(cases)
+    oof = _out_of_fold(cases, fit, evidence_probabilities, inner_folds)
+    selection, oof_f1 = best_selection(EVIDENCE_GRID, lambda s: evidence_f1(cases, oof, s))
+    return {"feature_set": EVIDENCE_FEATURE_SET, "scorer": scorer.to_json(), "selection": selection,
+            "fit": {"cases": len(cases), "sentences": int(sum(len(x.y) for x in cases)),
+                    "essential": int(sum(x.y.sum() for x in cases)), "C": c,
+                    "strict_micro_f1_out_of_fold": round(oof_f1, 2),
+                    "strict_micro_f1_in_sample": round(evidence_f1(cases, evidence_probabilities(cases, scorer),
+                                                                   selection), 2)}}
+
+
+# --- alignment --------------------------------------------------------------------------------------------------
+def alignment_links(case: AlignmentCase, p: np.ndarray, selection: dict[str, Any], max_citations: int) -> set[tuple]:
+    return {(case.answer_ids[i], case.candidate_ids[j]) for i, row in enumerate(p)
+            for j in select_links(row, max_citations=max_citations, **selection)}
+
+
+def alignment_f1(cases: list[AlignmentCase], probs: list[np.ndarray], selection: dict[str, Any],
+                 max_citations: int) -> float:
+    """Subtask 4 micro F1 (x100) of the selection rule over these cases."""
+    tp = n_pred = n_gold = 0
+    for case, p in zip(cases, probs, strict=True):
+        links = alignment_links(case, p, selection, max_citations)
+        tp += sum(int(case.y[case.answer_ids.index(a), case.candidate_ids.index(s)]) for a, s in links)
+        n_pred += len(links)
+        n_gold += case.gold
+    return 100 * _f1(tp, n_pred, n_gold)
+
+
+def alignment_probabilities(cases: list[AlignmentCase], scorer: LogisticScorer) -> list[np.ndarray]:
+    return [scorer.probabilities(c.x) for c in cases]
+
+
+def fit_alignment(cases: list[AlignmentCase], max_citations: int = 3, c: float = 1.0,
+                  inner_folds: int = 5) -> dict[str, Any]:
+    def fit(train: list[AlignmentCase]) -> LogisticScorer:
+        x = np.vstack([case.x.reshape(-1, case.x.shape[-1]) for case in train])
+        y = np.concatenate([case.y.reshape(-1) for case in train])
+        return fit_scorer(x, y, ALIGNMENT_FEATURES, c)
+
+    scorer = fit(cases)
+    oof = _out_of_fold(cases, fit, alignment_probabilities, inner_folds)
+    selection, oof_f1 = best_selection(ALIGNMENT_GRID, lambda s: alignment_f1(cases, oof, s, max_citations))
+    return {"feature_set": ALIGNMENT_FEATURE_SET, "scorer": scorer.to_json(), "selection": selection,
+            "fit": {"cases": len(cases), "pairs": int(sum(x.y.size for x in cases)),
+                    "links": int(sum(x.gold for x in cases)), "C": c, "max_citations": max_citations,
+                    "micro_f1_out_of_fold": round(oof_f1, 2),
+                    "micro_f1_in_sample": round(alignment_f1(cases, alignment_probabilities(cases, scorer),
+                                                             selection, max_citations), 2)}}
+
+
+def best_selection(grid: dict[str, list], score) -> tuple[dict[str, Any], float]:
+    """The grid point with the best score (ties: the first, i.e. the lowest values in grid order)."""
+    best, best_score = None, -1.0
+    for values in itertools.product(*grid.values()):
+        selection = dict(zip(grid, values, strict=True))
+        value = score(selection)
+        if value > best_score + 1e-9:
+            best, best_score = selection, value
+    return best or {}, best_score
+
+
+# --- meta and the state file ------------------------------------------------------------------------------------
+def data_hash(cases: list[Case], key: dict[str, KeyCase]) -> str:
+    """What the state was fitted on: case texts and their labels, hashed."""
+    digest = hashlib.sha256()
+    for case in sorted(cases, key=lambda c: c.case_id):
+        kc = key.get(case.case_id)
+        digest.update(json.dumps([case.case_id, case.patient_narrative, [s.text for s in case.sentences],
+                                  sorted(kc.relevance.items()) if kc else None,
+                                  kc.answer_sentences if kc else None]).encode())
+    return digest.hexdigest()[:16]
+
+
+def library_versions() -> dict[str, str]:
+    import numpy
+    import sklearn
+
+    return {"python": platform.python_version(), "numpy": numpy.__version__, "scikit-learn": sklearn.__version__}
+
+
+def fit_state(stages: list[str], cases: list[Case], key: dict[str, KeyCase], question_stage: Any, embedder: Any,
+              max_citations: int = 3, c: float = 1.0) -> dict[str, dict[str, Any]]:
+    """The fitted parts of `stages` (evidence, alignment) on these cases."""
+    parts: dict[str, dict[str, Any]] = {}
+    if "evidence" in stages:
+        parts["evidence"] = fit_evidence(evidence_cases(cases, key, question_stage, embedder), c)
+    if "alignment" in stages:
+        parts["alignment"] = fit_alignment(alignment_cases(cases, key, embedder), max_citations, c)
+    for part in parts.values():
+        part["embedder"] = embedder.name
+    return parts
+
+
+def write_state(path: str | Path, parts: dict[str, dict[str, Any]], cases: list[Case], key: dict[str, KeyCase],
+                extra_meta: dict[str, Any] | None = None) -> Path:
+    meta = {"features": {name: {"feature_set": part["feature_set"], "names": part["scorer"]["features"]}
+                         for name, part in parts.items()},
+            "libraries": library_versions(), "train": {"cases": len(cases), "hash": data_hash(cases, key),
+                                                       "case_ids": sorted(c.case_id for c in cases)},
+            "saved": time.strftime("%Y-%m-%dT%H:%M:%S"), **(extra_meta or {})}
+    return save_state(path, parts, meta)

@@ -1,0 +1,224 @@
+"""Features the learned non-LLM stages score: one row per note sentence (evidence) or per (answer sentence, note
+sentence) pair (alignment).
+
+Similarities are read relative to the note (divided by the note's best, ranked, standardised within the note)
+because MiniLM cosines and BM25 scores shift a lot between notes while their order within a note does not. The
+names are part of a fitted state: a state fitted for another feature list is refused (`learned_state.py`), so
+changing a feature here means bumping its set's version.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from programs.archehr.offline.claims import named_drugs, quantities
+from programs.archehr.offline.clinical_lexicon import concepts
+from programs.archehr.offline.lexical import bm25_scores, tokens
+from programs.archehr.offline.note_layout import KINDS, SECTIONS, layout, placeholder_share
+from programs.archehr.offline.similarity import cosine_matrix
+from programs.archehr.text import split_sentences
+from retrieval.embed import Embedder
+
+EVIDENCE_FEATURE_SET = "evidence/1"
+ALIGNMENT_FEATURE_SET = "alignment/1"
+
+_SIMILARITIES = ("question_dense", "narrative_dense", "both_dense", "narrative_sentence_dense", "question_bm25",
+                 "narrative_bm25")
+EVIDENCE_FEATURES: tuple[str, ...] = (
+    *(f"{s}_{view}" for s in _SIMILARITIES for view in ("relative", "rank", "z")),
+    "question_dense_raw", "both_dense_raw",
+    "question_concepts", "narrative_concepts", "question_drugs",
+    "neighbour_both_relative", "neighbour_question_relative",
+    *(f"kind_{k}" for k in KINDS), *(f"section_{s}" for s in SECTIONS),
+    "position", "position_first_fifth", "position_last_fifth", "note_sentences_log",
+    "words_log", "quantities_log", "drugs_log", "placeholder_share",
+)
+ALIGNMENT_FEATURES: tuple[str, ...] = (
+    "dense", "dense_relative", "dense_gap", "dense_rank_inverse", "dense_z",
+    "bm25_relative", "bm25_rank_inverse",
+    "quantities_matched", "quantities_share", "drugs_shared", "concepts_shared", "concepts_share", "stems_share",
+    "neighbour_dense_relative", "competition", "position_distance",
+    "answer_dense_relative", "answer_bm25_relative", "adjacent_to_best", "note_stems_share", "note_quantities_share",
+    "clause_dense_relative", "clause_rank_inverse", "clause_bm25_relative", "clause_stems_share",
+    *(f"kind_{k}" for k in KINDS), "words_log",
+)
+_STEM = re.compile(r"[a-z]{4,}")
+# where an answer sentence joins two statements (each often cites its own note sentence)
+_CLAUSE_BREAK = re.compile(r"\s*[;:]\s*|,\s+(?=(?:and|but|so|which|while|because|after|then|since|as|with|if|until)\b)"
+                           r"|\s+(?=(?:because|so that|while|after which|whereas)\b)")
+
+
+def clauses(text: str) -> list[str]:
+    """The statements of one answer sentence (at least 3 words each); the sentence itself when it has one."""
+    parts = [p.strip(" ,.") for p in _CLAUSE_BREAK.split(text) if len(p.split()) >= 3]
+    return parts if len(parts) > 1 else [text]
+
+
+def _views(values: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(value / best, rank share (1 best .. 0 worst), z-score) over the sentences in `mask` (others get 0)."""
+    out_rel, out_rank, out_z = (np.zeros_like(values, dtype=float) for _ in range(3))
+    if not mask.any():
+        return out_rel, out_rank, out_z
+    v = values[mask].astype(float)
+    best = v.max()
+    out_rel[mask] = v / best if best > 0 else 0.0
+    order = (-v).argsort(kind="stable")
+    ranks = np.empty(len(v))
+    ranks[order] = np.arange(len(v))
+    out_rank[mask] = 1.0 - ranks / max(len(v) - 1, 1)
+    std = v.std()
+    out_z[mask] = (v - v.mean()) / std if std > 0 else 0.0
+    return out_rel, out_rank, out_z
+
+
+def _neighbour_max(values: np.ndarray) -> np.ndarray:
+    left = np.concatenate([[0.0], values[:-1]])
+    right = np.concatenate([values[1:], [0.0]])
+    return np.maximum(left, right)
+
+
+def split_anchor(anchor: str) -> tuple[str, str]:
+    """(clinician question, patient narrative) of the cascade's `both` anchor ("<question> <narrative>"): the
+    question is the text up to its first '?' within 40 words (a stage-1 question ends with one), else the first
+    sentence. An anchor of one part gives it as both."""
+    match = re.match(r"^(.{1,300}?\?)\s+(\S.*)$", anchor.strip(), flags=re.DOTALL)
+    if match and len(match.group(1).split()) <= 40:
+        return match.group(1), match.group(2)
+    parts = split_sentences(anchor)
+    if len(parts) > 1:
+        return parts[0], " ".join(parts[1:])
+    return anchor, anchor
+
+
+def evidence_features(embedder: Embedder, question: str, narrative: str, texts: list[str]) -> np.ndarray:
+    """One row per note sentence, columns EVIDENCE_FEATURES."""
+    n = len(texts)
+    lay = layout(texts)
+    content = np.array([k != "header" for k in lay.kinds])
+    narrative_sentences = split_sentences(narrative)[:12] or [narrative]
+    anchors = [question, narrative, f"{question} {narrative}", *narrative_sentences]
+    sims = cosine_matrix(embedder, anchors, texts)
+    dense = {"question_dense": sims[0], "narrative_dense": sims[1], "both_dense": sims[2],
+             "narrative_sentence_dense": sims[3:].max(axis=0)}
+    lexical = {"question_bm25": np.array(bm25_scores(question, texts)),
+               "narrative_bm25": np.array(bm25_scores(narrative, texts))}
+    columns: dict[str, np.ndarray] = {}
+    for name, values in {**dense, **lexical}.items():
+        rel, rank, z = _views(np.asarray(values, dtype=float), content)
+        columns[f"{name}_relative"], columns[f"{name}_rank"], columns[f"{name}_z"] = rel, rank, z
+    columns["question_dense_raw"] = np.asarray(sims[0], dtype=float)
+    columns["both_dense_raw"] = np.asarray(sims[2], dtype=float)
+    q_concepts, n_concepts, q_drugs = concepts(question), concepts(narrative), named_drugs(f"{question} {narrative}")
+    sentence_concepts = [concepts(t) for t in texts]
+    columns["question_concepts"] = np.array([len(c & q_concepts) for c in sentence_concepts], dtype=float)
+    columns["narrative_concepts"] = np.array([math.log1p(len(c & n_concepts)) for c in sentence_concepts])
+    columns["question_drugs"] = np.array([float(bool(named_drugs(t) & q_drugs)) for t in texts])
+    columns["neighbour_both_relative"] = _neighbour_max(columns["both_dense_relative"])
+    columns["neighbour_question_relative"] = _neighbour_max(columns["question_dense_relative"])
+    for k in KINDS:
+        columns[f"kind_{k}"] = np.array([float(x == k) for x in lay.kinds])
+    for s in SECTIONS:
+        columns[f"section_{s}"] = np.array([float(x == s) for x in lay.sections])
+    position = np.arange(n) / max(n - 1, 1)
+    columns["position"] = position
+    columns["position_first_fifth"] = (position < 0.2).astype(float)
+    columns["position_last_fifth"] = (position > 0.8).astype(float)
+    columns["note_sentences_log"] = np.full(n, math.log(max(n, 1)))
+    columns["words_log"] = np.array([math.log1p(len(t.split())) for t in texts])
+    columns["quantities_log"] = np.array([math.log1p(len(quantities(t))) for t in texts])
+    columns["drugs_log"] = np.array([math.log1p(len(named_drugs(t))) for t in texts])
+    columns["placeholder_share"] = np.array([placeholder_share(t) for t in texts])
+    return np.column_stack([columns[name] for name in EVIDENCE_FEATURES]) if n else np.zeros((0, len(EVIDENCE_FEATURES)))
+
+
+def _stems(text: str) -> set[str]:
+    return {w[:5] for w in _STEM.findall(" ".join(tokens(text)))}
+
+
+def alignment_features(embedder: Embedder, answers: list[str], texts: list[str]) -> np.ndarray:
+    """Shape (len(answers), len(texts), len(ALIGNMENT_FEATURES)): each answer sentence against each note sentence."""
+    m, n = len(answers), len(texts)
+    out = np.zeros((m, n, len(ALIGNMENT_FEATURES)))
+    if not m or not n:
+        return out
+    lay = layout(texts)
+    answer_clauses = [clauses(a) for a in answers]
+    flat_clauses = [c for cs in answer_clauses for c in cs]
+    all_sims = np.asarray(cosine_matrix(embedder, [*answers, " ".join(answers), *flat_clauses], texts), dtype=float)
+    sims, whole, clause_sims = all_sims[:m], all_sims[m], all_sims[m + 1:]
+    clause_start = np.cumsum([0, *(len(cs) for cs in answer_clauses)])
+    whole_relative = whole / whole.max() if whole.max() > 0 else np.zeros(n)
+    whole_bm25 = np.array(bm25_scores(" ".join(answers), texts))
+    whole_bm25 = whole_bm25 / whole_bm25.max() if whole_bm25.max() > 0 else np.zeros(n)
+    best_other = np.array([np.delete(sims, i, axis=0).max(axis=0) if m > 1 else np.zeros(n) for i in range(m)])
+    note_quantities = [quantities(t) for t in texts]
+    note_drugs = [named_drugs(t) for t in texts]
+    note_concepts = [concepts(t) for t in texts]
+    note_stems = [_stems(t) for t in texts]
+    words_log = np.array([math.log1p(len(t.split())) for t in texts])
+    kinds = np.array([[float(k == kind) for kind in KINDS] for k in lay.kinds])
+    position = np.arange(n) / max(n - 1, 1)
+    col = {name: i for i, name in enumerate(ALIGNMENT_FEATURES)}
+    for i, answer in enumerate(answers):
+        row = sims[i]
+        best = row.max()
+        order = (-row).argsort(kind="stable")
+        ranks = np.empty(n)
+        ranks[order] = np.arange(n)
+        bm25 = np.array(bm25_scores(answer, texts))
+        bm_best = bm25.max() if n else 0.0
+        bm_order = (-bm25).argsort(kind="stable")
+        bm_ranks = np.empty(n)
+        bm_ranks[bm_order] = np.arange(n)
+        relative = row / best if best > 0 else np.zeros(n)
+        a_quantities, a_drugs, a_concepts, a_stems = quantities(answer), named_drugs(answer), concepts(answer), _stems(answer)
+        f = out[i]
+        f[:, col["dense"]] = row
+        f[:, col["dense_relative"]] = relative
+        f[:, col["dense_gap"]] = best - row
+        f[:, col["dense_rank_inverse"]] = 1.0 / (1.0 + ranks)
+        f[:, col["dense_z"]] = (row - row.mean()) / row.std() if row.std() > 0 else 0.0
+        f[:, col["bm25_relative"]] = bm25 / bm_best if bm_best > 0 else 0.0
+        f[:, col["bm25_rank_inverse"]] = 1.0 / (1.0 + bm_ranks)
+        for j in range(n):
+            matched = sum(any(q.matches(p, 0.05) for p in note_quantities[j]) for q in a_quantities)
+            f[j, col["quantities_matched"]] = math.log1p(matched)
+            f[j, col["quantities_share"]] = matched / len(a_quantities) if a_quantities else 0.0
+            f[j, col["drugs_shared"]] = len(a_drugs & note_drugs[j])
+            shared = len(a_concepts & note_concepts[j])
+            f[j, col["concepts_shared"]] = math.log1p(shared)
+            f[j, col["concepts_share"]] = shared / len(a_concepts) if a_concepts else 0.0
+            f[j, col["stems_share"]] = len(a_stems & note_stems[j]) / len(a_stems) if a_stems else 0.0
+            f[j, col["note_stems_share"]] = len(a_stems & note_stems[j]) / len(note_stems[j]) if note_stems[j] else 0.0
+            f[j, col["note_quantities_share"]] = (
+                sum(any(p.matches(q, 0.05) for q in a_quantities) for p in note_quantities[j]) / len(note_quantities[j])
+                if note_quantities[j] else 0.0)
+        f[:, col["neighbour_dense_relative"]] = _neighbour_max(relative)
+        f[:, col["competition"]] = row - best_other[i]
+        f[:, col["position_distance"]] = np.abs(position - (i / max(m - 1, 1)))
+        own = clause_sims[clause_start[i]:clause_start[i + 1]]
+        own_best = own.max(axis=1, keepdims=True)
+        own_relative = np.where(own_best > 0, own / np.where(own_best > 0, own_best, 1.0), 0.0)
+        own_ranks = (-own).argsort(axis=1, kind="stable").argsort(axis=1, kind="stable")
+        f[:, col["clause_dense_relative"]] = own_relative.max(axis=0)
+        f[:, col["clause_rank_inverse"]] = (1.0 / (1.0 + own_ranks)).max(axis=0)
+        clause_bm25, clause_stems = np.zeros(n), np.zeros(n)
+        for clause in answer_clauses[i]:
+            scores = np.array(bm25_scores(clause, texts))
+            if scores.max() > 0:
+                clause_bm25 = np.maximum(clause_bm25, scores / scores.max())
+            stems = _stems(clause)
+            if stems:
+                clause_stems = np.maximum(clause_stems, [len(stems & note_stems[j]) / len(stems) for j in range(n)])
+        f[:, col["clause_bm25_relative"]] = clause_bm25
+        f[:, col["clause_stems_share"]] = clause_stems
+        f[:, col["answer_dense_relative"]] = whole_relative
+        f[:, col["answer_bm25_relative"]] = whole_bm25
+        f[:, col["adjacent_to_best"]] = (np.abs(np.arange(n) - order[0]) == 1).astype(float)
+        f[:, col["words_log"]] = words_log
+        start = col[f"kind_{KINDS[0]}"]
+        f[:, start:start + len(KINDS)] = kinds
+    return out

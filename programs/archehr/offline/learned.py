@@ -1,0 +1,142 @@
+"""Stages 2 and 4 without an LM, learned: a logistic scorer over features (`features.py`) and a selection rule,
+both fitted against the subtask's metric by `optimizers/offline_fit.py` and read from a saved state
+(`state_path`, `learned_state.py`).
+
+Evidence: P(essential) per note sentence; the sentences with P >= `threshold` (or >= `relative` x the note's best),
+at least `min_selected`. Alignment: P(cited) per (answer sentence, note sentence) pair; per answer sentence the
+pairs with P >= `threshold` and >= `relative` x its best, at most `max_citations`, at least `min_links`. The fitted
+values come from the state; a value set in the stage's config overrides the state's (for sweeps).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dspy
+import numpy as np
+
+from common.errors import ConfigError
+from programs.archehr.offline.evidence import DEFAULT_CUTS, is_header, to_likert
+from programs.archehr.offline.features import (
+    ALIGNMENT_FEATURE_SET,
+    ALIGNMENT_FEATURES,
+    EVIDENCE_FEATURE_SET,
+    EVIDENCE_FEATURES,
+    alignment_features,
+    evidence_features,
+    split_anchor,
+)
+from programs.archehr.offline.learned_state import StageState, load_stage_state
+from programs.archehr.stages import check_anchor
+from retrieval.embed import Embedder
+from tasks.archehr.data import AnswerSentence, NoteSentence
+
+
+def select_evidence(probabilities: np.ndarray, candidates: np.ndarray, threshold: float, relative: float,
+                    min_selected: int) -> list[int]:
+    """Indices (note order) of the selected sentences; `candidates` masks the sentences that may be chosen."""
+    idx = np.flatnonzero(candidates)
+    if not len(idx):
+        return []
+    p = probabilities[idx]
+    best = p.max()
+    chosen = set(idx[(p >= threshold) | (p >= relative * best)].tolist()) if relative > 0 else set(
+        idx[p >= threshold].tolist())
+    for i in idx[(-p).argsort(kind="stable")][:min_selected]:
+        chosen.add(int(i))
+    return sorted(chosen)
+
+
+def select_links(probabilities: np.ndarray, threshold: float, relative: float, max_citations: int,
+                 min_links: int) -> list[int]:
+    """Column indices linked for one answer sentence, best first."""
+    order = (-probabilities).argsort(kind="stable")[:max_citations]
+    if not len(order):
+        return []
+    best = probabilities[order[0]]
+    return [int(j) for n, j in enumerate(order)
+            if n < min_links or (probabilities[j] >= threshold and probabilities[j] >= relative * best)]
+
+
+def _setting(name: str, configured: Any, state: StageState, where: str) -> Any:
+    value = configured if configured is not None else state.selection.get(name)
+    if value is None:
+        raise ConfigError(f"{where}.{name}: not in the state and not set")
+    return value
+
+
+class LearnedEvidenceScorer(dspy.Module):
+    """P(essential) per note sentence from a fitted logistic scorer; Likert scores for display from P."""
+
+    uses_lm = False
+
+    def __init__(self, embedder: Embedder, state_path: str, anchor: str = "both", threshold: float | None = None,
+                 relative: float | None = None, min_selected: int | None = None,
+                 cuts: tuple[float, ...] = DEFAULT_CUTS) -> None:
+        super().__init__()
+        self.embedder = embedder
+        self.anchor = check_anchor(anchor)
+        where = "program.evidence"
+        self.state = load_stage_state(state_path, "evidence", EVIDENCE_FEATURE_SET, EVIDENCE_FEATURES,
+                                      embedder.name, f"{where}.state_path")
+        self.threshold = float(_setting("threshold", threshold, self.state, where))
+        self.relative = float(_setting("relative", relative, self.state, where))
+        self.min_selected = int(_setting("min_selected", min_selected, self.state, where))
+        if not 0.0 <= self.threshold <= 1.0 or not 0.0 <= self.relative <= 1.0 or self.min_selected < 0:
+            raise ConfigError(f"{where}: threshold and relative must be in [0, 1], min_selected >= 0")
+        self.cuts = tuple(cuts)
+
+    def probabilities(self, anchor: str, sentences: list[NoteSentence]) -> np.ndarray:
+        question, narrative = split_anchor(anchor) if self.anchor == "both" else (anchor, anchor)
+        x = evidence_features(self.embedder, question, narrative, [s.text for s in sentences])
+        p = self.state.scorer.probabilities(x)
+        return np.where([is_header(s.text) for s in sentences], 0.0, p)
+
+    def forward(self, clinician_question: str, sentences: list[NoteSentence]) -> dspy.Prediction:
+        p = self.probabilities(clinician_question, sentences)
+        candidates = np.array([not is_header(s.text) for s in sentences], dtype=bool)
+        chosen = select_evidence(p, candidates, self.threshold, self.relative, self.min_selected)
+        best = float(p.max()) if len(p) else 0.0
+        scores = [1 if is_header(s.text) else to_likert(float(x) / best if best > 0 else 0.0, self.cuts)
+                  for s, x in zip(sentences, p, strict=True)]
+        return dspy.Prediction(evidence_ids=[sentences[i].id for i in chosen],
+                               scores=dict(zip([s.id for s in sentences], scores, strict=True)),
+                               relevance={s.id: round(float(x), 4) for s, x in zip(sentences, p, strict=True)},
+                               selection="learned", fallback=None)
+
+
+class LearnedAligner(dspy.Module):
+    """P(cited) per (answer sentence, note sentence) pair from a fitted logistic scorer."""
+
+    uses_lm = False
+
+    def __init__(self, embedder: Embedder, state_path: str, max_citations: int = 3, threshold: float | None = None,
+                 relative: float | None = None, min_links: int | None = None) -> None:
+        super().__init__()
+        self.embedder = embedder
+        where = "program.alignment"
+        self.state = load_stage_state(state_path, "alignment", ALIGNMENT_FEATURE_SET, ALIGNMENT_FEATURES,
+                                      embedder.name, f"{where}.state_path")
+        self.max_citations = max_citations
+        self.threshold = float(_setting("threshold", threshold, self.state, where))
+        self.relative = float(_setting("relative", relative, self.state, where))
+        self.min_links = int(_setting("min_links", min_links, self.state, where))
+        if max_citations < 1:
+            raise ConfigError(f"{where}.max_citations must be >= 1, not {max_citations!r}")
+
+    def probabilities(self, answer_sentences: list[AnswerSentence], candidates: list[NoteSentence]) -> np.ndarray:
+        x = alignment_features(self.embedder, [a.text for a in answer_sentences], [s.text for s in candidates])
+        return self.state.scorer.probabilities(x)
+
+    def forward(self, answer_sentences: list[AnswerSentence], sentences: list[NoteSentence]) -> dspy.Prediction:
+        candidates = [s for s in sentences if not is_header(s.text)]
+        if not answer_sentences or not candidates:
+            return dspy.Prediction(alignment=[{"answer_id": a.id, "evidence_id": []} for a in answer_sentences],
+                                   dropped_ids=0, fallback=None)
+        p = self.probabilities(answer_sentences, candidates)
+        alignment = []
+        for answer, row in zip(answer_sentences, p, strict=True):
+            links = select_links(row, self.threshold, self.relative, self.max_citations, self.min_links)
+            alignment.append({"answer_id": answer.id, "evidence_id": sorted((candidates[j].id for j in links),
+                                                                            key=[s.id for s in candidates].index)})
+        return dspy.Prediction(alignment=alignment, dropped_ids=0, fallback=None)
