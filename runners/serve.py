@@ -23,6 +23,8 @@ def no_lm_twin(cfg: DictConfig, contract: ProgramContract) -> Any:
 
     if HydraConfig.initialized() and GlobalHydra.instance().is_initialized():  # under main.py: the user's overrides
         overrides = [o for o in HydraConfig.get().overrides.task if not o.lstrip("+~").startswith(("lm=", "lm."))]
+        # a program found on a search path the user added (hydra.searchpath=[...]) is found again
+        overrides += [o for o in HydraConfig.get().overrides.hydra if o.startswith("hydra.searchpath")]
         offline_cfg = compose(config_name="config", overrides=[*overrides, "lm=none"])
     else:  # a composed config handed in (scripts, notebooks)
         offline_cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))

@@ -1,0 +1,68 @@
+"""The one way tests run clinprog as a user does (`python main.py ...` in a subprocess), and a fake LM server.
+
+`run_main` is the CLI helper every integration test uses; `quiet=True` adds the flags most tests want (no progress
+bars, no BERTScore model). `fake_openai_server` is a real HTTP server on 127.0.0.1 speaking enough of the OpenAI API
+(`GET /v1/models`, `POST /v1/chat/completions`) for `lm=openai_compatible`: `reply(last message) -> content`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+QUIET = ("progress=false", "metrics.bertscore=null")
+
+
+def run_main(*args: str, cwd: str | Path = ROOT, env: dict[str, str] | None = None, timeout: float = 900,
+             quiet: bool = False) -> subprocess.CompletedProcess:
+    """`python main.py *args` (from `cwd`), offline (HF_HUB_OFFLINE=1), output captured as text."""
+    return subprocess.run([sys.executable, str(ROOT / "main.py"), *args, *(QUIET if quiet else ())],
+                          capture_output=True, text=True, cwd=cwd, timeout=timeout,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
+
+
+@contextlib.contextmanager
+def fake_openai_server(reply: Callable[[str], str], model: str = "m") -> Iterator[dict]:
+    """Serve `model`; each chat completion answers `reply(<the request's last message>)`. Yields
+    {"api_base": ..., "requests": [request bodies]}."""
+    seen: dict = {"requests": []}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - /v1/models
+            self._send(200, {"object": "list", "data": [{"id": model}]})
+
+        def do_POST(self):  # noqa: N802 - /v1/chat/completions
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+            seen["requests"].append(body)
+            text = str((body.get("messages") or [{}])[-1].get("content"))
+            self._send(200, {"id": "x", "object": "chat.completion", "created": 1, "model": model,
+                             "choices": [{"index": 0, "finish_reason": "stop",
+                                          "message": {"role": "assistant", "content": reply(text)}}],
+                             "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}})
+
+        def _send(self, status: int, body: dict) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    seen["api_base"] = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    try:
+        yield seen
+    finally:
+        server.shutdown()
