@@ -14,9 +14,9 @@ import yaml
 from omegaconf import OmegaConf
 
 from common.overrides import dead_stage_key
-from tests.builders import archehr_stage, config, shared_embedder
 from runners.program import contract_for
 from tasks.archehr.data import load_cases
+from tests.builders import archehr_stage, config, shared_embedder
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = load_cases(ROOT / "data" / "archehr" / "dev_cases.xml")[:6]
