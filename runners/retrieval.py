@@ -4,32 +4,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
-from typing import Any
 
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from retrieval.corpus import CorpusSpec
-from retrieval.embed import Embedder
+from retrieval.factory import build_backend, build_embedder, build_retriever
 from retrieval.ingest import ingest
 from retrieval.passage import RetrievalError
 from retrieval.repair_command import ROOT, reindex_overrides
-from retrieval.retriever import Retriever
 from runners.common import output_dir, write_json
-
-
-def build_embedder(cfg: DictConfig) -> Embedder:
-    return instantiate(cfg.embedder)
-
-
-def build_backend(cfg: DictConfig, embedder: Embedder) -> Any:
-    return instantiate(cfg.retriever.backend, embedder=embedder)
-
-
-def build_retriever(cfg: DictConfig) -> Retriever:
-    embedder = build_embedder(cfg)
-    reranker = instantiate(cfg.reranker) if cfg.reranker.get("_target_") else None
-    return Retriever(build_backend(cfg, embedder), reranker, k=cfg.retriever.k, rerank_k=cfg.retriever.rerank_k)
 
 
 def reindex_command(cfg: DictConfig) -> list[str]:

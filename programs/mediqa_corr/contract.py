@@ -36,8 +36,8 @@ def build_search(cfg: DictConfig):
     """The agent's search tool over the configured index; None when search is off."""
     if not cfg.program.search.enabled:
         return None
+    from retrieval.factory import build_retriever
     from retrieval.passage import RetrievalError
-    from runners.retrieval import build_retriever
 
     retriever = build_retriever(cfg)
     try:
