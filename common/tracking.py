@@ -64,27 +64,57 @@ def _parent_run(mlflow: Any, sweep: Path, experiment_id: str) -> str:
     return run.info.run_id
 
 
+class NoTracking:
+    """`tracking=none`: the run folder is the record."""
+
+    @contextlib.contextmanager
+    def track(self, cfg: DictConfig, out: Path) -> Iterator[None]:
+        yield
+
+
+class MlflowTracking:
+    """`tracking=mlflow` (built from conf/tracking/mlflow.yaml)."""
+
+    def __init__(self, uri: str, artifact_location: str, experiment: str, traces: bool = False) -> None:
+        self.uri, self.artifact_location, self.experiment, self.traces = uri, artifact_location, experiment, traces
+
+    @contextlib.contextmanager
+    def track(self, cfg: DictConfig, out: Path) -> Iterator[None]:
+        with _mlflow_run(cfg, out, self.uri, self.artifact_location, self.experiment, self.traces):
+            yield
+
+
 @contextlib.contextmanager
 def tracked(cfg: DictConfig, out: Path) -> Iterator[None]:
-    tracking = cfg.get("tracking") or {}
-    if tracking.get("name", "none") != "mlflow":
+    """The configured tracker around one task (`cfg.tracking._target_`; no tracking node: none)."""
+    node = cfg.get("tracking")
+    if not node or not node.get("_target_"):
         yield
         return
+    from hydra.utils import instantiate
+
+    with instantiate(node).track(cfg, out):
+        yield
+
+
+@contextlib.contextmanager
+def _mlflow_run(cfg: DictConfig, out: Path, uri: str, artifact_location: str, name: str,
+                traces: bool) -> Iterator[None]:
     try:
         import mlflow
     except ImportError:
         raise ConfigError("tracking=mlflow needs MLflow: pip install -e \".[tracking]\"") from None
-    uri = str(tracking.uri)
+    uri = str(uri)
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
         Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     mlflow.set_tracking_uri(uri)
-    name = str(tracking.experiment)
+    name = str(name)
     experiment = mlflow.get_experiment_by_name(name)
     experiment_id = experiment.experiment_id if experiment else mlflow.create_experiment(
-        name, artifact_location=str(Path(tracking.artifact_location).resolve()) if uri.startswith("sqlite") else None)
+        name, artifact_location=str(Path(artifact_location).resolve()) if uri.startswith("sqlite") else None)
     sweep = _sweep_dir()
     tags = {"mlflow.parentRunId": _parent_run(mlflow, sweep, experiment_id)} if sweep else {}
-    if tracking.get("traces"):
+    if traces:
         try:
             mlflow.dspy.autolog()
         except Exception as exc:  # the skinny package has no DSPy flavour

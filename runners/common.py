@@ -29,12 +29,14 @@ def configure_dspy(cfg: DictConfig, rate_limiter: Any = None) -> None:
     """DSPy's cache, adapter and callbacks from `cfg`. `rate_limiter`: a callback that enforces
     `lm.rate_limit` instead of this process's own (Ray workers share one limiter: runners/executors/limits.py)."""
     dspy.configure_cache(disk_cache_dir=str(Path(cfg.cache_dir).expanduser()), enable_memory_cache=True)
+    from hydra.utils import instantiate
+
     from signatures.constrained import ConstrainedJSONAdapter
 
-    adapters = {"json": ConstrainedJSONAdapter, "chat": dspy.ChatAdapter}
-    name = cfg.lm.get("adapter", "json")
-    if name not in adapters:
-        raise ConfigError(f"lm.adapter must be one of {sorted(adapters)}, not {name!r}")
+    node = cfg.lm.get("adapter")
+    if node is not None and not (hasattr(node, "get") and node.get("_target_")):
+        raise ConfigError(f"lm.adapter must be a _target_ config (lm.adapter._target_=dspy.ChatAdapter), not {node!r}")
+    adapter = instantiate(node) if node is not None else ConstrainedJSONAdapter()
     callbacks = []
     limits = cfg.lm.get("rate_limit") or {}
     if rate_limiter is not None:
@@ -43,7 +45,7 @@ def configure_dspy(cfg: DictConfig, rate_limiter: Any = None) -> None:
         from lms.rate_limit import RateLimiter
 
         callbacks.append(RateLimiter(rpm=limits.get("rpm"), tpm=limits.get("tpm")))
-    dspy.configure(adapter=adapters[name](), track_usage=False, callbacks=callbacks)
+    dspy.configure(adapter=adapter, track_usage=False, callbacks=callbacks)
 
 
 def output_dir() -> Path:
