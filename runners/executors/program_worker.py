@@ -6,18 +6,23 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from typing import Any
 
 
 class ProgramWorker:
     def __init__(self, config: dict[str, Any], cwd: str, limiter: Any = None) -> None:
-        # Building waits for the first call (ready() or run()): a worker Ray restarts after a crash rebuilds itself.
+        # Building waits for the first call (ready() or run()), so creating the actor returns at once.
         self._config, self._cwd, self._limiter = config, cwd, limiter
         self._predict = None
+        self._building = threading.Lock()  # lm.num_threads > 1: the first calls arrive together
 
     def _build(self) -> None:
-        if self._predict is not None:
-            return
+        with self._building:
+            if self._predict is None:
+                self._predict = self._program()
+
+    def _program(self) -> Any:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
         if os.path.isdir(self._cwd):  # relative data paths resolve as on the driver (a local Ray, a shared filesystem)
             os.chdir(self._cwd)
@@ -46,7 +51,7 @@ class ProgramWorker:
             except LMError as exc:  # as on the driver: one line naming backend and host
                 raise lm_failure(cfg.lm, exc) from None
 
-        self._predict = predict
+        return predict
 
     def ready(self) -> dict[str, Any]:
         """Build now (a bad config or a missing model fails before any item) and say where this worker runs."""

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -135,10 +136,14 @@ class RayExecutor:
             slots, limiter, new_worker = self._start_workers(ray, num_threads)
             self._dispatch(ray, slots, new_worker, list(todo), save, depth=max(1, num_threads) + 1)
         finally:
+            # Ctrl-C or an error: this run's work stops on the cluster too. A terminal's Ctrl-C reaches a local
+            # Ray's own processes as well; whatever is already gone must not hide why the run stopped.
             for actor in [s.actor for s in slots] + ([limiter] if limiter is not None else []):
-                ray.kill(actor, no_restart=True)  # Ctrl-C or an error: this run's work stops on the cluster too
+                with contextlib.suppress(Exception):
+                    ray.kill(actor, no_restart=True)
             if started:
-                ray.shutdown()
+                with contextlib.suppress(Exception):
+                    ray.shutdown()
 
     def _dispatch(self, ray: Any, slots: list[Slot], new_worker: Callable[[], Any], todo: list[Any], save: Save,
                   depth: int) -> None:
@@ -191,7 +196,8 @@ class RayExecutor:
     def _replace(ray: Any, slot: Slot, new_worker: Callable[[], Any], starting: dict[Any, Slot],
                  exc: Exception) -> None:
         slot.deaths += 1
-        ray.kill(slot.actor, no_restart=True)  # gone already, or unreachable: it must not come back beside its twin
+        with contextlib.suppress(Exception):  # gone already, or unreachable: it must not come back beside its twin
+            ray.kill(slot.actor, no_restart=True)
         then = "a fresh worker takes its place" if slot.alive else "it is not replaced again"
         log.warning("ray worker %d (%s) died (%s): its items in flight go back to the queue once; %s", slot.index,
                     slot.where, _first_line(exc), then)
