@@ -20,6 +20,7 @@ from common.resources import Resources
 from common.usage import repairs_summary
 from programs.archehr import metrics as optimizer_metrics
 from programs.archehr.pipeline import ROLES
+from programs.archehr.record import ArchEHRRecord, record_of
 from programs.archehr.report import print_scores, report_markdown, usage_summary
 from programs.archehr.stages import STAGE_PROTOCOLS, missing_members, uses_lm
 from tasks.archehr.data import (
@@ -143,12 +144,10 @@ class ArchEHRContract(ProgramContract[Case]):
             load_compiled(program, p.compiled)
         return program
 
-    def predict(self, program: dspy.Module, item: Case) -> dict[str, Any]:
+    def predict(self, program: dspy.Module, item: Case) -> ArchEHRRecord:
         start = time.perf_counter()
         pred = program(case=item)
-        keys = ("case_id", "clinician_question", "evidence_ids", "scores", "selection", "answer", "alignment",
-                "alignment_source", "answer_sentences", "grounding", "dropped_ids", "fallbacks", "repairs", "usage")
-        return {**{k: pred.get(k) for k in keys}, "seconds": round(time.perf_counter() - start, 4)}
+        return record_of(pred, time.perf_counter() - start)
 
     # --- outputs ------------------------------------------------------------------------------------------------
     def write_submission(self, records: list[dict[str, Any]], out: Path) -> list[Path]:
