@@ -3,7 +3,6 @@
 import dspy
 import pytest
 
-from common.errors import ConfigError
 from programs.archehr.offline.evidence import to_likert
 from programs.archehr.offline.question import third_person
 from tasks.archehr.data import AnswerSentence, Case, NoteSentence

@@ -7,15 +7,14 @@ import sys
 
 import pytest
 
+from tests.cli import run_main
 from tests.conftest import BUNDLED_CASES, BUNDLED_KEY, ROOT
 
 FIXTURE_SUBMISSION = ROOT / "tests" / "fixtures" / "archehr_submission"
 
 
 def main(*args, env=None, cwd=ROOT):
-    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
-    return subprocess.run([sys.executable, str(ROOT / "main.py"), *args], capture_output=True, text=True,
-                          env=full_env, cwd=cwd, timeout=900)
+    return run_main(*args, env=env, cwd=cwd)
 
 
 def test_gemini_without_key_fails_in_one_line_before_any_case(tmp_path):

@@ -3,14 +3,13 @@ and query time apart."""
 
 import json
 import logging
-import os
 import re
 import subprocess
-import sys
 
 import pytest
 
 from common.logs import NOISY, quiet_third_party
+from tests.cli import run_main
 from tests.conftest import BUNDLED_CASES, BUNDLED_KEY, ROOT
 
 TINY = ROOT / "tests" / "fixtures" / "corpus" / "tiny.jsonl"
@@ -24,9 +23,7 @@ NOISE = {
 
 
 def main(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, str(ROOT / "main.py"), *args, "progress=false"], capture_output=True,
-                          text=True, env=env, cwd=ROOT, timeout=600)
+    return run_main(*args, "progress=false", timeout=600)
 
 
 def noise(proc: subprocess.CompletedProcess, run_dir) -> dict[str, list[str]]:

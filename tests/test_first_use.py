@@ -4,21 +4,18 @@ what a partial MEDIQA-CORR submission is scored against."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
+from tests.cli import run_main
 from tests.conftest import ROOT
 
 
 def main_in(cwd, *args):
     # From another working directory, as a user with a clone elsewhere: data paths resolve through CLINPROG_ROOT.
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "CLINPROG_ROOT": str(ROOT), "CLINPROG_INDEX_DIR": str(cwd / "idx")}
-    return subprocess.run([sys.executable, str(ROOT / "main.py"), *args], capture_output=True, text=True, env=env,
-                          cwd=cwd, timeout=600)
+    return run_main(*args, cwd=cwd, env={"CLINPROG_ROOT": str(ROOT), "CLINPROG_INDEX_DIR": str(cwd / "idx")},
+                    timeout=600)
 
 
 def readme_output_files() -> set[str]:

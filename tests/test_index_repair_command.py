@@ -8,6 +8,7 @@ import shlex
 import subprocess
 import sys
 
+from tests.cli import run_main
 from tests.conftest import ROOT
 
 # A cheap deterministic embedder in place of MiniLM; it is part of what the repair command must reproduce.
@@ -15,8 +16,7 @@ EMBEDDER = ["~embedder", "+embedder._target_=tests.retrieval_helpers.HashEmbedde
 
 
 def main(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, str(ROOT / "main.py"), *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=600)
+    return run_main(*args, cwd=cwd, timeout=600)
 
 
 def write_corpus(path, word):

@@ -13,15 +13,14 @@ import time
 import pytest
 
 from lms.local_server import MODEL_ALIAS, LlamaServer, RecordingProxy
+from tests.cli import run_main
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.server
 
 
 def main(*args, timeout=900):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, str(ROOT / "main.py"), *args, "progress=false", "metrics.bertscore=null"],
-                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout)
+    return run_main(*args, timeout=timeout, quiet=True)
 
 
 def server_args(api_base, tmp_path):

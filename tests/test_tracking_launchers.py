@@ -2,19 +2,17 @@
 submitit_local), offline with the non-LLM program."""
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
+from tests.cli import run_main
 from tests.conftest import ROOT
 
 
 def main(*args, env=None, timeout=900):
-    return subprocess.run([sys.executable, str(ROOT / "main.py"), *args, "progress=false", "metrics.bertscore=null"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=timeout,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
+    return run_main(*args, env=env, timeout=timeout, quiet=True)
 
 
 def test_a_run_and_a_two_job_multirun_are_logged_to_mlflow(tmp_path):
