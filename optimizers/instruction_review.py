@@ -43,9 +43,10 @@ def item_label(value: Any, item_id: Callable[[Any], str] | None) -> str | None:
     if item_id is None or isinstance(value, str | int | float | list | tuple | dict) or value is None:
         return None
     try:
-        return f"{type(value).__name__.lower()} {item_id(value)}"
+        found = item_id(value)
     except (AttributeError, KeyError, TypeError):
         return None
+    return None if found is None else f"{type(value).__name__.lower()} {found}"
 
 
 def demo_fields(demo: Any, item_id: Callable[[Any], str] | None = None, limit: int = 160) -> dict[str, str]:

@@ -44,9 +44,11 @@ def example_id(example: dspy.Example, item_id: Callable[[Any], str] | None) -> s
         return None
     for value in example.inputs().values():
         try:
-            return str(item_id(value))
+            found = item_id(value)
         except (AttributeError, KeyError, TypeError):
             continue
+        if found is not None:  # a contract without ids (item_id left as the protocol's stub) names nothing
+            return str(found)
     return None
 
 

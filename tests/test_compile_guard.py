@@ -153,6 +153,8 @@ def test_overlap_is_counted_across_files_and_disjoint_splits_pass():
                .with_inputs("case") for i, ex in enumerate(bundled[:2])]
     ids = split_overlap(examples, renamed, contract.item_id, "a.xml", "b.xml")
     assert (ids.same_content, ids.same_id_only) == (0, 2) and "(and 2 more share an id with one)" in ids.message
+    # a program whose contract names no ids: only the same content counts
+    assert split_overlap(examples, renamed, lambda item: None, "a.xml", "b.xml") is None
 
 
 def test_compile_report_shows_before_after_verdicts_and_warning(tmp_path, monkeypatch):
