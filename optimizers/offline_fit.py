@@ -53,6 +53,7 @@ class EvidenceCase:
     y: np.ndarray            # 1 = essential
     candidates: np.ndarray   # non-header sentences
     ids: list[str]
+    supplementary: np.ndarray  # left out of the scorer's training rows (see fit_evidence)
 
 
 @dataclass
@@ -75,11 +76,12 @@ def evidence_cases(cases: list[Case], key: dict[str, KeyCase], question_stage: A
         question = question_stage(case.patient_narrative, " ".join(case.patient_question_phrases)).clinician_question
         q, narrative = split_anchor(f"{question} {case.patient_narrative}")
         texts = [s.text for s in case.sentences]
-        essential = key[case.case_id].essential
+        essential, supplementary = key[case.case_id].essential, key[case.case_id].supplementary
         out.append(EvidenceCase(case.case_id, evidence_features(embedder, q, narrative, texts),
                                 np.array([float(s.id in essential) for s in case.sentences]),
                                 np.array([not is_header(t) for t in texts], dtype=bool),
-                                [s.id for s in case.sentences]))
+                                [s.id for s in case.sentences],
+                                np.array([s.id in supplementary for s in case.sentences], dtype=bool)))
     return out
 
 
@@ -149,9 +151,13 @@ def _out_of_fold(cases: list, fit, predict, k: int) -> list[np.ndarray]:
 
 
 def fit_evidence(cases: list[EvidenceCase], c: float = 1.0, inner_folds: int = 5) -> dict[str, Any]:
-    """The evidence part of a state: scorer fitted on every case, selection rule on out-of-fold probabilities."""
+    """The evidence part of a state: scorer fitted on every case, selection rule on out-of-fold probabilities.
+    The scorer learns essential against not-relevant sentences: supplementary ones (relevant context a good answer
+    may use) are left out of its rows, which ranks better in cross-validation (+1.3 strict micro F1 on the
+    realistic cases) than counting them as negatives; the selection rule still counts them as errors."""
     def fit(train: list[EvidenceCase]) -> LogisticScorer:
-        rows = [(case.x[case.candidates], case.y[case.candidates]) for case in train]
+        rows = [(case.x[case.candidates & ~case.supplementary], case.y[case.candidates & ~case.supplementary])
+                for case in train]
         return fit_scorer(np.vstack([r[0] for r in rows]), np.concatenate([r[1] for r in rows]), EVIDENCE_FEATURES, c)
 
     scorer = fit(cases)

@@ -107,18 +107,24 @@ class GroundingCheck(dspy.Module):
             reasons.append(f"numbers not in the note: {', '.join(novel_numbers)}")
         if novel_terms:
             reasons.append(f"terms not in the note: {', '.join(novel_terms)}")
-        judged: dict[str, str] = {}
-        if self.judge is not None and (cited or support):
-            try:
-                out = self.judge(answer_sentence=text, note_sentences=numbered((s.id, s.text) for s in (cited or support)),
-                                 config=reply_bound(96))
-                if not out.supported:
-                    reasons.append(f"LM judge: {strip_markup(str(out.reason))[0][:200]}")
-            except RECOVERABLE as exc:  # an unparsable judgement is no evidence either way
-                judged["judge"] = f"LM judge unavailable ({describe(exc)})"
+        judged = self.ask_judge(text, cited or support, reasons)
         return {"verdict": "unsupported" if reasons else "supported", "support_ids": [s.id for s in support],
                 "similarity": round(sims[ranked[0]], 4) if sims else None, "coverage": round(coverage, 4),
                 "reasons": reasons, **judged}
+
+    def ask_judge(self, text: str, support: list[NoteSentence], reasons: list[str]) -> dict[str, str]:
+        """The LM judge's verdict (when configured) on `text` against `support`: a reason added when it says
+        unsupported; {"judge": why} when it could not judge."""
+        if self.judge is None or not support:
+            return {}
+        try:
+            out = self.judge(answer_sentence=text, note_sentences=numbered((s.id, s.text) for s in support),
+                             config=reply_bound(96))
+            if not out.supported:
+                reasons.append(f"LM judge: {strip_markup(str(out.reason))[0][:200]}")
+        except RECOVERABLE as exc:  # an unparsable judgement is no evidence either way
+            return {"judge": f"LM judge unavailable ({describe(exc)})"}
+        return {}
 
     def forward(self, answer_sentences: list[dict], alignment: list[dict], sentences: list[NoteSentence],
                 answer: str | None = None) -> dspy.Prediction:

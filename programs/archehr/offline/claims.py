@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from programs.archehr.offline.clinical_lexicon import drug_class, words
+from programs.archehr.offline.clinical_lexicon import concepts, drug_class, words
 
 # unit -> (dimension, factor to the dimension's base unit)
 _UNITS: dict[str, tuple[str, float]] = {
@@ -32,10 +32,12 @@ _UNITS: dict[str, tuple[str, float]] = {
     "feet": ("length", 304.8), "ft": ("length", 304.8), "meters": ("length", 1000.0), "m": ("length", 1000.0),
     "mg/dl": ("conc_mg", 1.0), "g/dl": ("conc_g", 1.0), "mmol/l": ("conc_mmol", 1.0), "meq/l": ("conc_mmol", 1.0),
     "ng/ml": ("conc_ng", 1.0), "u/l": ("conc_u", 1.0), "iu/l": ("conc_u", 1.0), "mg/kg": ("dose_kg", 1.0),
-    "gy": ("radiation", 1.0), "fractions": ("count", 1.0), "doses": ("count", 1.0), "tablets": ("count", 1.0),
+    "gy": ("radiation", 1.0),
 }
 _UNIT_PATTERN = "|".join(sorted((re.escape(u) for u in _UNITS), key=len, reverse=True))
-_QUANTITY = re.compile(rf"(?<![\d.])(\d+(?:[.,]\d+)?)(?:\s*(?:-|to)\s*(\d+(?:\.\d+)?))?\s*({_UNIT_PATTERN})?(?![a-z0-9])",
+_QUANTITY = re.compile(r"(?<![\d.])(\d+(?:[.,]\d+)?)"              # a number ...
+                       r"(?:\s*(?:-|to)\s*(\d+(?:\.\d+)?))?"          # ... or a range ...
+                       rf"(?:\s*-?\s*({_UNIT_PATTERN}))?(?![a-z0-9])",  # ... and its unit ("8-hour" too)
                        re.IGNORECASE)
 _NEGATION = re.compile(r"\b(no|not|without|denies|denied|negative|never|none|neither|nor|unremarkable|absent|"
                        r"free of|ruled out|did not|does not|was not|were not|cannot|can't|couldn't|didn't|wasn't)\b")
@@ -57,38 +59,50 @@ CANONICAL: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Quantity:
-    value: float
+    raw: float               # the number as written
+    value: float             # in its dimension's base unit
     dimension: str | None    # None: a bare number
     text: str
 
     def matches(self, other: Quantity, tolerance: float) -> bool:
-        """Same value (bare numbers), or within `tolerance` (relative) after converting units of one dimension."""
+        """Within `tolerance` (relative) after converting units of one dimension; with a bare number on either
+        side, the numbers as written: equal, or one the other rounded ("about 15" is the note's 15.3)."""
         if self.dimension and other.dimension:
-            if self.dimension != other.dimension:
-                return False
-            return _close(self.value, other.value, tolerance)
-        return _close(self.value, other.value, 0.0) or (
-            bool(self.dimension or other.dimension) and _close(self.value, other.value, tolerance))
+            # durations convert within a month's slack: "2 to 3 months" is "60 to 90 days", "25 months" is not "2 years"
+            allowed = 0.025 if self.dimension == "time" else tolerance
+            return self.dimension == other.dimension and _close(self.value, other.value, allowed)
+        return _close(self.raw, other.raw, 0.0) or _rounded(self.raw, other.raw) or _rounded(other.raw, self.raw)
 
 
 def _close(a: float, b: float, tolerance: float) -> bool:
     return a == b or abs(a - b) <= tolerance * max(abs(a), abs(b))
 
 
+def _rounded(whole: float, exact: float) -> bool:
+    """`whole` is `exact` rounded to a whole number (and within 5% of it, so 1 is not 1.4)."""
+    return whole == int(whole) and whole != exact and round(exact) == whole and _close(whole, exact, 0.05)
+
+
 def _number(text: str) -> float:
     return float(text.replace(",", "")) if re.fullmatch(r"\d{1,3}(,\d{3})+", text) else float(text.replace(",", "."))
 
 
+_GESTATION = re.compile(r"\b(\d+)w(\d+)d\b")
+_AGE_SEX = re.compile(r"\b(\d+)\s?(?:yo\s?)?[MF]\b")
+
+
 @lru_cache(maxsize=50_000)
 def quantities(text: str) -> tuple[Quantity, ...]:
-    """Every number in `text` with the unit that follows it (a range "7-10 days" gives 7 days and 10 days)."""
+    """Every number in `text` with the unit that follows it (a range "7-10 days" gives 7 days and 10 days).
+    "36w2d" is 36 weeks 2 days and "45F" 45 years."""
+    text = _AGE_SEX.sub(r"\1 years", _GESTATION.sub(r"\1 weeks \2 days", text))
     out: list[Quantity] = []
     for m in _QUANTITY.finditer(text):
         unit = (m.group(3) or "").lower()
         dimension, factor = _UNITS.get(unit, (None, 1.0))
         for raw in (m.group(1), m.group(2)):
             if raw:
-                out.append(Quantity(_number(raw) * factor, dimension, m.group(0).strip()))
+                out.append(Quantity(_number(raw), _number(raw) * factor, dimension, m.group(0).strip()))
     return tuple(out)
 
 
@@ -124,3 +138,33 @@ def named_terms(text: str) -> frozenset[str]:
 
 def negated(text: str) -> bool:
     return bool(_NEGATION.search(text.lower()))
+
+
+@lru_cache(maxsize=50_000)
+def polarity(text: str, scope: int = 3) -> tuple[frozenset[str], frozenset[str]]:
+    """(concepts the text negates, concepts it asserts): a concept is negated when it is named within `scope` words
+    after a negation cue ("no large vessel occlusion", "was not started on heparin"), asserted when named elsewhere."""
+    lowered = text.lower()
+    negated_concepts: set[str] = set()
+    spans = []
+    for m in _NEGATION.finditer(lowered):
+        window = lowered[m.end():].split()[:scope]
+        negated_concepts |= concepts(" ".join(window))
+        spans.append((m.start(), m.end() + len(" ".join(window)) + 1))
+    rest = "".join(ch for i, ch in enumerate(lowered) if not any(a <= i < b for a, b in spans))
+    return frozenset(negated_concepts), frozenset(concepts(rest) - negated_concepts)
+
+
+def contradictions(text: str, support: list[str]) -> set[str]:
+    """Concepts `text` negates that the support only asserts, or asserts that the support only negates."""
+    negated_here, asserted_here = polarity(text)
+    if not negated_here and not asserted_here:
+        return set()
+    negated_there: set[str] = set()
+    asserted_there: set[str] = set()
+    for sentence in support:
+        n, a = polarity(sentence)
+        negated_there |= n
+        asserted_there |= a
+    return {c for c in negated_here if c in asserted_there and c not in negated_there} | {
+        c for c in asserted_here if c in negated_there and c not in asserted_there}

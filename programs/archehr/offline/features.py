@@ -25,13 +25,14 @@ from retrieval.embed import Embedder
 EVIDENCE_FEATURE_SET = "evidence/1"
 ALIGNMENT_FEATURE_SET = "alignment/1"
 
-_SIMILARITIES = ("question_dense", "narrative_dense", "both_dense", "narrative_sentence_dense", "question_bm25",
-                 "narrative_bm25")
+_SIMILARITIES = ("question_dense", "narrative_dense", "both_dense", "narrative_sentence_dense",
+                 "narrative_question_dense", "question_bm25", "narrative_bm25")
 EVIDENCE_FEATURES: tuple[str, ...] = (
     *(f"{s}_{view}" for s in _SIMILARITIES for view in ("relative", "rank", "z")),
     "question_dense_raw", "both_dense_raw",
     "question_concepts", "narrative_concepts", "question_drugs",
     "neighbour_both_relative", "neighbour_question_relative",
+    "reason_cue", "plan_cue", "finding_cue", "why_x_reason", "when_x_time",
     *(f"kind_{k}" for k in KINDS), *(f"section_{s}" for s in SECTIONS),
     "position", "position_first_fifth", "position_last_fifth", "note_sentences_log",
     "words_log", "quantities_log", "drugs_log", "placeholder_share",
@@ -46,6 +47,15 @@ ALIGNMENT_FEATURES: tuple[str, ...] = (
     *(f"kind_{k}" for k in KINDS), "words_log",
 )
 _STEM = re.compile(r"[a-z]{4,}")
+# what kind of statement a note sentence is: an explanation, a plan, a result
+_REASON = re.compile(r"\b(because|given|due to|therefore|so that|since|as a result|in order to|to prevent|to reduce|"
+                     r"to allow|risk|caused|precipitated|triggered|which (?:can|may|lowers|raises)|thus)\b", re.I)
+_PLAN = re.compile(r"\b(will|plan|planned|continue|recommend|recommended|follow|should|expected|until|weeks?|"
+                   r"months?)\b", re.I)
+_FINDING = re.compile(r"\b(showed|shows|revealed|consistent with|confirmed|demonstrated|found|positive|negative)\b",
+                      re.I)
+_WHY = re.compile(r"\b(why|what caused|cause|reason)\b", re.I)
+_WHEN = re.compile(r"\b(when|how long|how soon|how many|until)\b", re.I)
 # where an answer sentence joins two statements (each often cites its own note sentence)
 _CLAUSE_BREAK = re.compile(r"\s*[;:]\s*|,\s+(?=(?:and|but|so|which|while|because|after|then|since|as|with|if|until)\b)"
                            r"|\s+(?=(?:because|so that|while|after which|whereas)\b)")
@@ -99,10 +109,13 @@ def evidence_features(embedder: Embedder, question: str, narrative: str, texts: 
     lay = layout(texts)
     content = np.array([k != "header" for k in lay.kinds])
     narrative_sentences = split_sentences(narrative)[:12] or [narrative]
+    asked = [i for i, t in enumerate(narrative_sentences) if t.rstrip().endswith("?")] or list(
+        range(len(narrative_sentences)))
     anchors = [question, narrative, f"{question} {narrative}", *narrative_sentences]
     sims = cosine_matrix(embedder, anchors, texts)
     dense = {"question_dense": sims[0], "narrative_dense": sims[1], "both_dense": sims[2],
-             "narrative_sentence_dense": sims[3:].max(axis=0)}
+             "narrative_sentence_dense": sims[3:].max(axis=0),
+             "narrative_question_dense": sims[[3 + i for i in asked]].max(axis=0)}
     lexical = {"question_bm25": np.array(bm25_scores(question, texts)),
                "narrative_bm25": np.array(bm25_scores(narrative, texts))}
     columns: dict[str, np.ndarray] = {}
@@ -118,6 +131,13 @@ def evidence_features(embedder: Embedder, question: str, narrative: str, texts: 
     columns["question_drugs"] = np.array([float(bool(named_drugs(t) & q_drugs)) for t in texts])
     columns["neighbour_both_relative"] = _neighbour_max(columns["both_dense_relative"])
     columns["neighbour_question_relative"] = _neighbour_max(columns["question_dense_relative"])
+    reason = np.array([float(bool(_REASON.search(t))) for t in texts])
+    columns["reason_cue"] = reason
+    columns["plan_cue"] = np.array([float(bool(_PLAN.search(t))) for t in texts])
+    columns["finding_cue"] = np.array([float(bool(_FINDING.search(t))) for t in texts])
+    columns["why_x_reason"] = reason * float(bool(_WHY.search(question)))
+    has_time = np.array([float(any(q.dimension == "time" for q in quantities(t))) for t in texts])
+    columns["when_x_time"] = has_time * float(bool(_WHEN.search(question)))
     for k in KINDS:
         columns[f"kind_{k}"] = np.array([float(x == k) for x in lay.kinds])
     for s in SECTIONS:
