@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -30,9 +31,10 @@ def run_main(*args: str, cwd: str | Path = ROOT, env: dict[str, str] | None = No
 
 
 @contextlib.contextmanager
-def fake_openai_server(reply: Callable[[str], str], model: str = "m") -> Iterator[dict]:
-    """Serve `model`; each chat completion answers `reply(<the request's last message>)`. Yields
-    {"api_base": ..., "requests": [request bodies]}."""
+def fake_openai_server(reply: Callable[[str], str], model: str = "m", delay_s: float = 0.0) -> Iterator[dict]:
+    """Serve `model`; each chat completion answers `reply(<the request's last message>)` after `delay_s` seconds
+    (a slow LM makes a run long enough to interrupt, whatever the machine). Yields
+    {"api_base": ..., "requests": [request bodies], "overrides": (the lm=openai_compatible overrides)}."""
     seen: dict = {"requests": []}
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -42,6 +44,7 @@ def fake_openai_server(reply: Callable[[str], str], model: str = "m") -> Iterato
         def do_POST(self):  # noqa: N802 - /v1/chat/completions
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
             seen["requests"].append(body)
+            time.sleep(delay_s)
             text = str((body.get("messages") or [{}])[-1].get("content"))
             self._send(200, {"id": "x", "object": "chat.completion", "created": 1, "model": model,
                              "choices": [{"index": 0, "finish_reason": "stop",
@@ -62,6 +65,8 @@ def fake_openai_server(reply: Callable[[str], str], model: str = "m") -> Iterato
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     seen["api_base"] = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    seen["overrides"] = ("lm=openai_compatible", f"lm.client.model={model}", f"lm.client.api_base={seen['api_base']}",
+                         "lm.client.cache=false")
     try:
         yield seen
     finally:

@@ -148,16 +148,27 @@ def test_own_cases_without_a_key_never_take_the_bundled_one(tmp_path):
     assert not (tmp_path / "foreign" / "predictions.jsonl").exists()  # refused before any case ran
 
 
-def dev_run(out):
-    """The environment and command of an offline run over the 34 dev cases into `out` (long enough to interrupt)."""
+@pytest.fixture
+def slow_lm():
+    """An LM server taking 0.3 s a call, for the question stage only: a run of the 34 dev cases lasts >= 10 s on any
+    machine, so an interrupt or a second run always finds the first one running (no race to skip on)."""
+    from tests.cli import fake_openai_server
+
+    with fake_openai_server(lambda _: json.dumps({"clinician_question": "Why was the patient admitted?"}),
+                            delay_s=0.3) as server:
+        yield (*server["overrides"], "stages=offline", "program/archehr/question=lm")
+
+
+def dev_run(out, lm_overrides=()):
+    """The environment and command of a run over the 34 dev cases into `out`."""
     return ({**os.environ, "HF_HUB_OFFLINE": "1"},
             [sys.executable, str(ROOT / "main.py"), f"data.cases={DEV_CASES}", "metrics.bertscore=null",
-             "progress=false", f"hydra.run.dir={out}"])
+             "progress=false", f"hydra.run.dir={out}", *lm_overrides])
 
 
-def test_ctrl_c_saves_finished_cases_in_one_line_and_the_rerun_resumes(tmp_path):
+def test_ctrl_c_saves_finished_cases_in_one_line_and_the_rerun_resumes(tmp_path, slow_lm):
     out = tmp_path / "run"
-    env, args = dev_run(out)
+    env, args = dev_run(out, slow_lm)
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
     predictions = out / "predictions.jsonl"
     deadline = time.monotonic() + 300
@@ -166,9 +177,8 @@ def test_ctrl_c_saves_finished_cases_in_one_line_and_the_rerun_resumes(tmp_path)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
     saved = predictions.read_text().count("\n")
-    if proc.returncode == 0:
-        pytest.skip("the run finished before the interrupt arrived")
-    assert proc.returncode == 130
+    assert proc.returncode == 130, stderr[-1500:]
+    assert 2 <= saved < 34
     assert stderr.strip().splitlines()[-1] == (f"interrupted: {saved} cases saved in {out}; rerun the same command "
                                                 "to resume")
     assert "Traceback" not in stderr
@@ -184,19 +194,18 @@ def test_ctrl_c_saves_finished_cases_in_one_line_and_the_rerun_resumes(tmp_path)
     assert len(json.loads((out / "submission_subtask_1.json").read_text())) == 30
 
 
-def test_two_concurrent_runs_into_one_folder_the_second_refuses(tmp_path):
+def test_two_concurrent_runs_into_one_folder_the_second_refuses(tmp_path, slow_lm):
     out = tmp_path / "run"
-    env, args = dev_run(out)
+    env, args = dev_run(out, slow_lm)
     first = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    predictions = out / "predictions.jsonl"
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not (out / "run.lock").exists():
+    while time.monotonic() < deadline and not (predictions.exists() and predictions.stat().st_size > 0):
         time.sleep(0.05)
     second = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     first_rc = first.wait(timeout=600)
     assert first_rc == 0, first.stderr.read()[-1500:]
-    if "in use by another run" not in second.stderr:
-        pytest.skip("the first run finished before the second started")
-    assert second.returncode == 2
+    assert second.returncode == 2, second.stderr[-1500:]
     assert second.stderr.strip().startswith(f"error: {out} is in use by another run (PID {first.pid}: ")
     assert second.stderr.strip().count("\n") == 0 and "delete" in second.stderr
     ids = [json.loads(line)["case_id"] for line in (out / "predictions.jsonl").read_text().splitlines()]

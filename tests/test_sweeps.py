@@ -64,7 +64,7 @@ def test_two_job_multirun_returns_each_jobs_objective_and_reports_them(tmp_path)
     share, objective = columns.index("program.evidence.top_share"), columns.index("objective")
     assert [r[share] for r in cells] == ["0.3000", "0.6000"]
     assert [float(r[objective]) for r in cells] == pytest.approx([j["objective"] for j in jobs], abs=1e-4)
-    assert (sweep / "sweep_program_offline_top_share.png").is_file()
+    assert (sweep / "sweep_program_evidence_top_share.png").is_file()
     # every subtask that varies across the jobs has a column (not only the first 8 metrics, all of Subtask 1)
     # (Subtasks 1 and 4 do not depend on the evidence share: constant, so in the CSV only)
     assert columns[objective:objective + 3] == ["objective", "subtask_2.overall_score", "subtask_3.overall_score"]
