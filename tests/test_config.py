@@ -34,7 +34,7 @@ def test_every_group_composes_and_resolves(lm, metrics):
 
 
 @pytest.mark.parametrize(("group", "option"), RETRIEVAL_GROUPS)
-def test_retrieval_groups_compose_and_instantiate_lazily(group, option):
+def test_retrieval_groups_compose_and_instantiate_lazily(group, option, tmp_path):
     from hydra.utils import instantiate
 
     cfg = compose_cfg(f"{group}={option}")
@@ -46,6 +46,15 @@ def test_retrieval_groups_compose_and_instantiate_lazily(group, option):
         from retrieval.corpus import CorpusSpec, resolve_paths
 
         assert resolve_paths(CorpusSpec(**OmegaConf.to_container(cfg.corpus, resolve=True)))
+    if group == "reranker":  # a cross-encoder named by hub id builds offline: its model loads on first use
+        reranker = instantiate(cfg.reranker) if cfg.reranker.get("_target_") else None
+        assert reranker is None if option == "none" else reranker.model_name == cfg.reranker.model
+    if group == "retriever" and option == "local":  # opening an index folder that does not exist reads nothing
+        from retrieval.factory import build_retriever
+
+        retriever = build_retriever(compose_cfg(f"{group}={option}", f"index_dir={tmp_path / 'no-index'}"))
+        assert retriever.k == cfg.retriever.k and retriever.rerank_k == cfg.retriever.rerank_k
+        assert not (tmp_path / "no-index").exists()
 
 
 def test_defaults_are_the_offline_program_without_an_lm():

@@ -80,14 +80,17 @@ def test_live_gemini_structured_output():
         assert "paris" in dspy.Predict(Capital)(country="France").city.lower()
 
 
-@pytest.mark.skipif(not os.environ.get("OPENAI_COMPATIBLE_API_BASE"),
-                    reason="live server test: set OPENAI_COMPATIBLE_API_BASE (and OPENAI_COMPATIBLE_MODEL)")
-def test_live_openai_compatible_server():
+def test_openai_compatible_builder_speaks_to_a_local_server():
+    """The builder's LM against a real HTTP server on 127.0.0.1: the model name, a max_tokens bound (llama.cpp's server
+    ignores max_completion_tokens) and the reply text all cross the wire."""
     from lms.factory import openai_compatible_lm
+    from tests.cli import fake_openai_server
 
-    lm = openai_compatible_lm(os.environ.get("OPENAI_COMPATIBLE_MODEL", "local-model"),
-                              os.environ["OPENAI_COMPATIBLE_API_BASE"], cache=False, max_tokens=20)
-    assert lm("Say OK.")[0]
+    with fake_openai_server(lambda message: "OK" if "Say OK" in message else "?", model="local-model") as server:
+        lm = openai_compatible_lm("local-model", server["api_base"], cache=False, max_tokens=20)
+        assert lm("Say OK.")[0] == "OK"
+    [request] = server["requests"]
+    assert request["model"] == "local-model" and request["max_tokens"] == 20 and "max_completion_tokens" not in request
 
 
 def test_rate_limiter_keeps_requests_and_tokens_per_minute_under_the_quota():
