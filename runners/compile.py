@@ -17,7 +17,7 @@ from lms import build_lm
 from optimizers.compile import data_hash, evaluate, run_optimizer, save_compiled
 from optimizers.instruction_guard import GuardLimits
 from optimizers.instruction_review import any_rejected, example_inputs, guard_instructions, snapshot
-from optimizers.metrics import with_feedback
+from optimizers.feedback import with_feedback
 from optimizers.split_overlap import split_overlap
 from reports import compile_report
 from reports.compile_report import guard_lines

@@ -1,6 +1,6 @@
 """MedReAct'N'MedReFlex with scripted DummyLMs: every branch of the agent loop."""
 
-from programs.mediqa_corr.evaluate import accept
+from programs.mediqa_corr.medeval import accept
 from tasks.mediqa_corr.data import Note
 from tests.builders import program
 

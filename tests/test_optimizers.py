@@ -7,9 +7,9 @@ import pytest
 
 from common.errors import ConfigError
 from optimizers.compile import CompiledProgramError, load_compiled, run_optimizer, save_compiled
-from optimizers.metrics import with_feedback
-from programs.archehr.metrics import archehr_case_metric, archehr_evidence_metric
-from programs.mediqa_corr.metrics import describe_mediqa, mediqa_note_metric
+from optimizers.feedback import with_feedback
+from programs.archehr.objectives import archehr_case_metric, archehr_evidence_metric
+from programs.mediqa_corr.objectives import describe_mediqa, mediqa_note_metric
 from runners.compile import build_optimizer, program_metric
 from runners.program import contract_for
 from signatures.constrained import ConstrainedJSONAdapter

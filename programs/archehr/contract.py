@@ -18,7 +18,7 @@ from common.coverage import coverage, foreign
 from common.errors import ClinprogError, ConfigError
 from common.resources import Resources
 from common.usage import repairs_summary
-from programs.archehr import metrics as optimizer_metrics
+from programs.archehr import objectives as optimizer_metrics
 from programs.archehr.pipeline import ROLES
 from programs.archehr.record import ArchEHRRecord, record_of
 from programs.archehr.report import print_scores, report_markdown, usage_summary

@@ -15,7 +15,7 @@ from common.coverage import coverage, describe, foreign
 from common.resources import Resources
 from common.usage import repairs_summary
 from lms.describe import lm_model
-from programs.mediqa_corr import metrics as optimizer_metrics
+from programs.mediqa_corr import objectives as optimizer_metrics
 from programs.mediqa_corr.pipeline import ROLES
 from reports.text import counts
 from tasks.mediqa_corr.data import MediqaDataError, Note, load_notes
