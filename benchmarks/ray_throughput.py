@@ -45,7 +45,19 @@ def timed(executor: Any, todo: list[Any], run_one: Any, warm: int) -> dict[str, 
     steady = [r for _, r in done[warm:]]
     span = times[-1] - times[warm - 1] if len(times) > warm else float("nan")
     return {"cases": len(done), "wall": times[-1], "startup": times[0], "steady_cps": len(steady) / span,
-            "steady_s_per_case": span / len(steady), "worker_s_per_case": statistics.mean(r["seconds"] for r in steady)}
+            "steady_s_per_case": span / len(steady), "worker_s_per_case": statistics.mean(r["seconds"] for r in steady),
+            "records": [r for _, r in done]}
+
+
+def per_case_usage(records: list[dict[str, Any]]) -> str:
+    """LM calls and tokens per case (the records' usage), for sizing a run against a provider's quota."""
+    totals = {"lm_calls": 0, "input_tokens": 0, "output_tokens": 0}
+    for record in records:
+        for stage in (record.get("usage") or {}).values():
+            for k in totals:
+                totals[k] += stage.get(k, 0)
+    n = max(len(records), 1)
+    return ", ".join(f"{k.replace('_', ' ')} {v / n:.1f}" for k, v in totals.items())
 
 
 def round_trip_ms(calls: int = 200) -> dict[str, float]:
@@ -81,13 +93,77 @@ def round_trip_ms(calls: int = 200) -> dict[str, float]:
     return {"sequential": sequential * 1000, "two_in_flight": pipelined * 1000}
 
 
+def request_sizes(cases: int) -> str:
+    """What the LM cascade asks of a provider per case, from the requests themselves: the ArchEHR program with
+    lm=openai_compatible against a local server that records every request and answers `{}` (each stage then takes
+    its fallback, so later prompts carry fallback text, not a model's). Prompt tokens are estimated as lm.rate_limit
+    books them (4 characters per token); `max_tokens` is each stage's reply bound, an upper bound on its output."""
+    import http.server
+    import json
+    import threading
+
+    bodies: list[dict[str, Any]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self._send({"object": "list", "data": [{"id": "m"}]})
+
+        def do_POST(self) -> None:  # noqa: N802
+            bodies.append(json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0))))
+            self._send({"id": "x", "object": "chat.completion", "created": 1, "model": "m",
+                        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "{}"}}],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+
+        def _send(self, body: dict[str, Any]) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        from lms import build_role_lms
+
+        cfg = compose_config("program=archehr", "lm=openai_compatible", "lm.client.model=m", "lm.client.cache=false",
+                             f"lm.client.api_base=http://127.0.0.1:{server.server_address[1]}/v1",
+                             "lm.client.num_retries=0", f"data.cases={ROOT / 'data' / 'archehr' / 'dev_cases.xml'}",
+                             f"data.limit={cases}", "metrics.bertscore=null", f"cache_dir={ROOT / '.cache' / 'bench_ray'}")
+        contract = contract_for(cfg)
+        todo = contract.load(cfg).items
+        roles = choose_lm_or_offline(cfg, contract)
+        configure_dspy(cfg)
+        program = contract.build(cfg, build_role_lms(cfg.lm, roles))
+        for case in todo:
+            contract.predict(program, case)
+    finally:
+        server.shutdown()
+    prompt = sum(len(json.dumps(b.get("messages"), ensure_ascii=False)) // 4 for b in bodies) / len(todo)
+    reply = sum(int(b.get("max_tokens") or 0) for b in bodies) / len(todo)
+    return (f"requests per case {len(bodies) / len(todo):.2f}, prompt tokens per case ~{prompt:.0f} (4 characters per "
+            f"token), reply bound per case {reply:.0f} tokens ({len(todo)} dev cases, lm=openai_compatible, a server "
+            "answering {} so every stage took its fallback)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cases", type=int, default=34)
     parser.add_argument("--lm", default="none")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--no-local", action="store_true")
+    parser.add_argument("--request-sizes", action="store_true", help="only what the LM cascade asks per case")
     args = parser.parse_args()
+    if args.request_sizes:
+        line = request_sizes(args.cases)
+        print(line)
+        RESULTS.with_name("results_archehr_request_sizes.txt").write_text(
+            f"{line}\n(python benchmarks/ray_throughput.py --request-sizes)\n", encoding="utf-8")
+        return
     overrides = ["program=archehr", f"lm={args.lm}", f"data.cases={ROOT / 'data' / 'archehr' / 'dev_cases.xml'}",
                  f"data.limit={args.cases}", "metrics.bertscore=null", f"cache_dir={ROOT / '.cache' / 'bench_ray'}"]
     if args.lm != "none":
@@ -111,13 +187,13 @@ def main() -> None:
             program = contract.build(cfg, build_role_lms(cfg.lm, roles) if roles else {})  # fresh: no cached embeddings
             rows.append((f"local (this process, torch {threads} thread{'s' * (threads > 1)})",
                          timed(LocalExecutor(), todo, lambda c, p=program: contract.predict(p, c), 2)))
-            print(rows[-1], flush=True)
+            print(rows[-1][0], {k: v for k, v in rows[-1][1].items() if k != "records"}, flush=True)
         torch.set_num_threads(default_threads)
     for workers in args.workers:
         ray_cfg = compose_config(*overrides, "run.executor=ray", f"run.ray.num_workers={workers}")
         choose_lm_or_offline(ray_cfg, contract)
         rows.append((f"ray, {workers} worker{'s' * (workers > 1)}", timed(RayExecutor(ray_cfg), todo, None, 2 * workers)))
-        print(rows[-1], flush=True)
+        print(rows[-1][0], {k: v for k, v in rows[-1][1].items() if k != "records"}, flush=True)
     trip = round_trip_ms()
     one = next((r for name, r in rows if name == "ray, 1 worker"), None)
     lines = [f"ArchEHR, lm={args.lm}, {len(todo)} dev cases, {os.cpu_count()} CPUs; load average "
@@ -132,6 +208,8 @@ def main() -> None:
     if one:
         lines.append(f"Ray overhead per case (1 worker, steady): {one['steady_s_per_case'] - one['worker_s_per_case']:.4f} s "
                      "(steady s/case minus the worker's own s/case)")
+    if args.lm != "none":
+        lines.append(f"per case, over {rows[0][1]['cases']} cases ({rows[0][0]}): {per_case_usage(rows[0][1]['records'])}")
     lines.append(f"no-op actor call with one case as argument: {trip['sequential']:.2f} ms sequential, "
                  f"{trip['two_in_flight']:.2f} ms each with two in flight (as run.executor=ray sends them)")
     text = "\n".join(lines) + "\n"
