@@ -46,7 +46,7 @@ def test_grounding_can_be_switched_off(dummy_lm, bundled_cases):
     from dataclasses import replace
 
     dummy_lm([{"clinician_question": "Why?"}, {"scores": [1] * 10}, {"answer": "A."}, {"citations": [[]]}])
-    pred = program("archehr", "program.grounding.enabled=false")(case=replace(bundled_cases[0], answer_sentences=()))
+    pred = program("archehr", "program/archehr/grounding=none")(case=replace(bundled_cases[0], answer_sentences=()))
     assert pred.grounding is None and "grounding" not in pred.usage
 
 
@@ -69,7 +69,7 @@ def test_the_lm_judge_needs_an_lm():
     from runners.program import choose_lm_or_offline, contract_for
     from tests.builders import config
 
-    cfg = config("program.grounding.judge=lm")
+    cfg = config("program/archehr/grounding=similarity", "program.grounding.judge=lm")
     assert "grounding" in contract_for(cfg).lm_roles(cfg)
-    with pytest.raises(ConfigError, match=r"grounding needs an LM \(e.g. program.grounding.judge=lm\)"):
+    with pytest.raises(ConfigError, match=r"program=archehr: grounding needs an LM and none is chosen"):
         choose_lm_or_offline(cfg, contract_for(cfg))
