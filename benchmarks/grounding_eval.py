@@ -8,7 +8,7 @@ reference citations (written by a clinician-style author from the note: they sho
 three fabricated sentences injected into the otherwise correct answer, each citing one of the case's essential
 sentences (a fabricated claim with a plausible citation): a drug the note never mentions, a test result the note
 never mentions, and a number changed in a sentence copied from the note. The check runs exactly as in the program
-(program/archehr/grounding=<option>, the default run's unless --grounding names another), over a small grid of its
+(program/archehr/grounding=<option>: a run with an LM's, unless --grounding names another), over a small grid of its
 two thresholds; the row of the option's configured values is marked (default).
 """
 
@@ -72,7 +72,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cases", action="append", help="ArchEHR XML (repeatable; default: the dev + bundled cases)")
     parser.add_argument("--key", action="append", help="its key JSON (one per --cases, in the same order)")
-    parser.add_argument("--grounding", default=None, help="program/archehr/grounding option (default: the run's)")
+    parser.add_argument("--grounding", default=None, help="program/archehr/grounding option (default: an LM run's)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -81,7 +81,8 @@ def main() -> None:
     else:
         cases, key = load([str(DATA / "dev_cases.xml"), str(DATA / "bundled_cases.xml")],
                           [str(DATA / "dev_cases_key.json"), str(DATA / "bundled_cases_key.json")])
-    base = ["program=archehr"] + ([f"program/archehr/grounding={args.grounding}"] if args.grounding else [])
+    # the check of a run with an LM (the default run's extractive answer quotes the note and has none)
+    base = ["program=archehr", "stages=lm"] + ([f"program/archehr/grounding={args.grounding}"] if args.grounding else [])
     cfg = compose_config(*base)
     option = option_of("program/archehr/grounding", cfg.program.grounding)
     embedder = instantiate(cfg.program.embedder)

@@ -107,6 +107,9 @@ def fit_scorer(x: np.ndarray, y: np.ndarray, features: tuple[str, ...], c: float
     mean = x.mean(axis=0)
     scale = x.std(axis=0)
     scale[scale < 1e-9] = 1.0
+    if len(set(y.tolist())) < 2:  # one class only (a tiny training set): the base rate, no weights
+        rate = min(max(float(y.mean()) if len(y) else 0.5, 1e-3), 1 - 1e-3)
+        return LogisticScorer(features, mean, scale, np.zeros(len(features)), float(np.log(rate / (1 - rate))))
     model = LogisticRegression(C=c, max_iter=5000)
     model.fit((x - mean) / scale, y.astype(int))
     return LogisticScorer(features, mean, scale, model.coef_[0].copy(), float(model.intercept_[0]))
@@ -262,3 +265,154 @@ def write_state(path: str | Path, parts: dict[str, dict[str, Any]], cases: list[
                                                        "case_ids": sorted(c.case_id for c in cases)},
             "saved": time.strftime("%Y-%m-%dT%H:%M:%S"), **(extra_meta or {})}
     return save_state(path, parts, meta)
+
+
+# --- task=compile -----------------------------------------------------------------------------------------------
+def fittable_stages(cfg: Any, contract: Any) -> list[str]:
+    """The stages of this config whose implementation is a learned non-LLM one (fitted here, not prompted)."""
+    program = cfg.program
+    return [stage for stage, target in FITTABLE.items()
+            if (program.get(stage) or {}).get("_target_") == target]
+
+
+def stage_scores(program: Any, cases: list[Case], key: dict[str, KeyCase]) -> dict[str, float]:
+    """Subtask 2 strict micro F1 and Subtask 4 micro F1 (official scorers) of the program on these cases."""
+    from tasks.archehr.metrics import score_subtask2, score_subtask4
+
+    preds = {c.case_id: program(case=c) for c in cases if c.sentences and c.case_id in key}
+    scored = {cid: key[cid] for cid in preds}
+    out = {"subtask_2_strict_micro_f1": round(score_subtask2({c: list(p.evidence_ids) for c, p in preds.items()},
+                                                             scored)["strict_micro_f1"], 2)}
+    if scored and all(k.answer_sentences for k in scored.values()) and all(
+            p.alignment_source == "reference" for p in preds.values()):
+        out["subtask_4_micro_f1"] = round(score_subtask4({c: p.alignment for c, p in preds.items()},
+                                                         scored)["micro_f1"], 2)
+    return out
+
+
+def compile_offline(cfg: Any, contract: Any, trainset: list, valset: list, embedder: Any = None) -> float | None:
+    """task=compile for the learned non-LLM stages: fit them on data.train, score data.val before (the program as
+    configured) and after (with the new state), save the state to program.optimize.save_to with its meta."""
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    from common.resources import Resources
+    from optimizers.compile import evaluate
+    from programs.archehr.offline.learned_state import LearnedStateError
+    from runners import common as runner_files
+
+    stages = fittable_stages(cfg, contract)
+    metric_name = cfg.optimizer.metric
+    metric = contract.metrics[metric_name]
+    train_cases = [ex.case for ex in trainset]
+    train_key = {ex.case.case_id: ex.key for ex in trainset if ex.key is not None}
+    val_cases = [ex.case for ex in valset]
+    val_key = {ex.case.case_id: ex.key for ex in valset if ex.key is not None}
+    if not train_key:
+        from common.errors import ConfigError
+
+        raise ConfigError(f"task=compile of {stages}: data.train={cfg.data.train} has no key to fit against "
+                          "(set data.train_key)")
+    try:
+        from optimizers.split_overlap import split_overlap
+
+        overlap = split_overlap(trainset, valset, contract.item_id, cfg.data.get("train"), cfg.data.get("val"))
+    except ImportError:  # pragma: no cover - the overlap check lives with the LM compile
+        overlap = None
+    if overlap:
+        print(overlap.message)
+    embedder = embedder or instantiate(cfg.program.embedder)
+    try:
+        before_program = contract.build(cfg, None, embedder=embedder)
+        before = evaluate(before_program, valset, metric)
+        before_stages = stage_scores(before_program, val_cases, val_key)
+        print(f"{metric_name} on {len(valset)} validation cases before: {before:.4f} {before_stages}")
+    except LearnedStateError as exc:  # the configured state does not fit this code: nothing to compare against
+        before, before_stages = float("nan"), {}
+        print(f"before: not scored ({exc})")
+    question = Resources(embedder=embedder).complete(instantiate(cfg.program.question, _convert_="all"),
+                                                     "program.question")
+    max_citations = int((cfg.program.get("alignment") or {}).get("max_citations") or 3)
+    print(f"fitting {', '.join(stages)} on {len(train_cases)} training cases ...")
+    parts = fit_state(stages, train_cases, train_key, question, embedder, max_citations)
+    save_to = Path(cfg.program.optimize.save_to)
+    out = runner_files.output_dir()
+    meta = {"fitted_with": {"stages": stages, "question_stage": (cfg.program.question or {}).get("_target_"),
+                            "max_citations": max_citations},
+            "val": {"cases": len(val_cases), "hash": data_hash(val_cases, val_key)},
+            "train_val_overlap": overlap.message if overlap else None}
+    for path in {save_to, out / "compiled_program.json"}:
+        write_state(path, parts, train_cases, train_key, meta)
+    after_cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    for stage in stages:
+        after_cfg.program[stage].state_path = str(save_to)
+    after_program = contract.build(after_cfg, None, embedder=embedder)
+    after = evaluate(after_program, valset, metric)
+    after_stages = stage_scores(after_program, val_cases, val_key)
+    print(f"after fitting: {after:.4f} {after_stages}")
+    scores = {"metric": metric_name, "before": before, "after": after, "objective": after,
+              "stages_before": before_stages, "stages_after": after_stages, "fitted": stages,
+              "fit": {name: part["fit"] for name, part in parts.items()},
+              "selection": {name: part["selection"] for name, part in parts.items()}}
+    # the scores go into the state's meta too: what it was fitted on and what it scored, like a DSPy state's
+    for path in {save_to, out / "compiled_program.json"}:
+        write_state(path, parts, train_cases, train_key, {**meta, "scores": scores})
+    runner_files.write_json(out / "scores.json", scores)
+    rows = "\n".join(f"| {name} | {before_stages.get(name, '-')} | {after_stages.get(name, '-')} |"
+                     for name in sorted({*before_stages, *after_stages}))
+    runner_files.write_text(out / "compile_report.md",
+               f"# Compile: program={contract.name}, fitted non-LLM stages {', '.join(stages)}\n\n"
+               f"{len(train_cases)} training cases ({cfg.data.train}), {len(val_cases)} validation cases "
+               f"({cfg.data.val}).\n\n| on the validation cases | before | after |\n|---|---|---|\n"
+               f"| {metric_name} | {before:.4f} | {after:.4f} |\n{rows}\n\n"
+               f"Selection rules: {json.dumps(scores['selection'])}\n\nSaved: {save_to}\n"
+               + (f"\n{overlap.message}\n" if overlap else ""))
+    settings = " ".join(f"program.{stage}.state_path={save_to}" for stage in stages)
+    print(f"saved {save_to}; run with it: {settings}")
+    return after if after == after else None  # NaN (no validation cases): no objective
+
+
+# --- python -m optimizers.offline_fit: fit on several case files (the shipped state) ------------------------------
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    from common.errors import ClinprogError
+    from runners.program import compose_config
+    from tasks.archehr.data import check_key, load_cases, load_key
+
+    parser = argparse.ArgumentParser(description="Fit the learned non-LLM ArchEHR stages on cases + keys.")
+    parser.add_argument("--cases", action="append", required=True, help="ArchEHR XML (repeatable)")
+    parser.add_argument("--key", action="append", required=True, help="its key JSON (one per --cases)")
+    parser.add_argument("--out", required=True, help="where to save the state (JSON)")
+    parser.add_argument("overrides", nargs="*", help="config overrides (e.g. program/archehr/question=rule)")
+    args = parser.parse_args(argv)
+    try:
+        if len(args.cases) != len(args.key):
+            raise ClinprogError(f"give one --key per --cases ({len(args.cases)} cases files, {len(args.key)} keys)")
+        cases, key = [], {}
+        for path, key_path in zip(args.cases, args.key, strict=True):
+            these, their_key = load_cases(path), load_key(key_path)
+            check_key(their_key, these, key_path)
+            cases += these
+            key.update(their_key)
+        from hydra.utils import instantiate
+
+        from common.resources import Resources
+
+        cfg = compose_config("program=archehr", "lm=none", *args.overrides)
+        embedder = instantiate(cfg.program.embedder)
+        question = Resources(embedder=embedder).complete(instantiate(cfg.program.question, _convert_="all"),
+                                                         "program.question")
+        parts = fit_state(list(FITTABLE), cases, key, question, embedder,
+                          int(cfg.program.alignment.get("max_citations") or 3))
+        path = write_state(args.out, parts, cases, key, {"fitted_with": {
+            "files": list(args.cases), "question_stage": cfg.program.question.get("_target_")}})
+    except ClinprogError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    for name, part in parts.items():
+        print(f"{name}: {part['fit']} selection {part['selection']}")
+    print(f"saved {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -52,6 +52,12 @@ def build_optimizer(cfg: DictConfig, contract: ProgramContract, metric) -> Any:
 
 def compile_program(cfg: DictConfig, contract: ProgramContract, program: dspy.Module, trainset: list[dspy.Example],
                     valset: list[dspy.Example]) -> float | None:
+    from optimizers.offline_fit import compile_offline, fittable_stages
+
+    if fittable_stages(cfg, contract) and not cfg.optimizer.get("teleprompter"):
+        # learned non-LLM stages (program/archehr/<stage>=learned) are fitted, not prompted (issue #20)
+        embedder = getattr(getattr(program, "evidence", None), "embedder", None)
+        return compile_offline(cfg, contract, trainset, valset, embedder=embedder)
     metric = program_metric(cfg, contract)
     limits = GuardLimits.from_config(cfg.optimizer.get("guard"))
     optimizer = build_optimizer(cfg, contract, metric)

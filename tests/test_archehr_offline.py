@@ -74,7 +74,7 @@ def test_all_offline_cascade_needs_no_lm():
     cascade = program("archehr", "lm=none")  # no LM: every stage's non-LLM implementation
     pred = cascade(case=case)
     assert pred.clinician_question == "Why was the patient's lisinopril stopped?"
-    assert pred.evidence_ids == ["2", "4"] and pred.selection == "top_share"  # recall-first: 2 of 3 non-headers
+    assert pred.evidence_ids[0] == "2" and "1" not in pred.evidence_ids and pred.selection == "learned"
     assert pred.alignment == [{"answer_id": "1", "evidence_id": ["2"]}]
     assert all(u["lm_calls"] == 0 for u in pred.usage.values())
 

@@ -43,6 +43,18 @@ CHANGED = {
     ("alignment/similarity", "margin"): None,
     ("alignment/similarity", "min_links"): 2,
     ("alignment/similarity", "lexical_weight"): 0.0,
+    # the learned stages (the default run's since #20): None/null in conf means "the state's fitted value"
+    ("evidence/learned", "state_path"): str(ROOT / "tests" / "fixtures" / "archehr_offline_state_small.json"),
+    ("evidence/learned", "anchor"): "patient_narrative",
+    ("evidence/learned", "threshold"): 0.9,
+    ("evidence/learned", "relative"): 0.3,
+    ("evidence/learned", "min_selected"): 40,
+    ("evidence/learned", "cuts"): [0.1, 0.2, 0.3, 0.4],
+    ("alignment/learned", "state_path"): str(ROOT / "tests" / "fixtures" / "archehr_offline_state_small.json"),
+    ("alignment/learned", "max_citations"): 1,
+    ("alignment/learned", "threshold"): 0.9,
+    ("alignment/learned", "relative"): 0.95,
+    ("alignment/learned", "min_links"): 0,
 }
 # The grounding check runs on an LM's answer (the default run's extractive answer quotes the note): each parameter
 # must change its verdicts on the dev cases' reference answers, which paraphrase the note.
@@ -164,7 +176,7 @@ def test_the_refusal_reaches_the_user_as_one_error_line(tmp_path):
                            f"hydra.run.dir={tmp_path / 'r'}"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert proc.stderr.startswith("error: program.evidence.strict_threshold: not a parameter of the evidence stage in use "
-                                  "(program/archehr/evidence=embedding")
+                                  "(program/archehr/evidence=learned")
     assert not (tmp_path / "r").exists()
 
 
@@ -173,7 +185,7 @@ def test_a_parameter_added_with_plus_is_refused_when_built():
 
     cfg = config("program=archehr", "+program.evidence.strict_threshold=5")
     with pytest.raises(ConfigError, match=r"program.evidence.strict_threshold: not a parameter of the implementation "
-                                          r"in use \(programs.archehr.offline.evidence.EmbeddingEvidenceScorer\)"):
+                                          r"in use \(programs.archehr.offline.learned.LearnedEvidenceScorer\)"):
         contract_for(cfg).build(cfg, None, embedder=shared_embedder())
 
 

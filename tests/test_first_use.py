@@ -48,7 +48,8 @@ def test_failures_leave_no_near_empty_folders_and_tasks_get_their_own(tmp_path):
 
 def test_a_failure_in_a_folder_with_predictions_keeps_it_and_logs_the_error(tmp_path):
     out = tmp_path / "run"
-    args = ("program=archehr", "metrics.bertscore=null", f"hydra.run.dir={out}", "progress=false")
+    args = ("program=archehr", "metrics.bertscore=null", f"hydra.run.dir={out}", "progress=false",
+            "program/archehr/evidence=embedding")
     assert main_in(tmp_path, *args).returncode == 0
     proc = main_in(tmp_path, *args, "program.evidence.top_share=0.3")   # another config into the same folder
     assert proc.returncode == 2
@@ -144,7 +145,7 @@ def test_the_report_names_each_stage_implementation_and_an_lm_only_where_one_ran
 
     offline = compose_config("program=archehr", "experiment=offline_best", "lm=embedded")
     text = describe_stages(offline)
-    assert text.startswith("question=rule, evidence=embedding, answer=extractive, alignment=similarity")
+    assert text.startswith("question=rule, evidence=learned, answer=extractive, alignment=learned")
     assert text.endswith("; no LM") and "smollm2" not in text.lower()
 
     mixed = compose_config("program=archehr", "lm=embedded", "program/archehr/evidence=embedding",

@@ -10,7 +10,8 @@ NOTE = [NoteSentence("1", "HOSPITAL COURSE:"),
 
 
 def check(*overrides):
-    return program("archehr", *overrides)._grounding
+    """The similarity check (program/archehr/grounding=similarity), whatever the default run's is."""
+    return program("archehr", "program/archehr/grounding=similarity", *overrides)._grounding
 
 
 def test_fabricated_drug_dose_and_changed_number_are_unsupported_and_a_paraphrase_passes():
@@ -73,3 +74,75 @@ def test_the_lm_judge_needs_an_lm():
     assert "grounding" in contract_for(cfg).lm_roles(cfg)
     with pytest.raises(ConfigError, match=r"program=archehr: grounding needs an LM and none is chosen"):
         choose_lm_or_offline(cfg, contract_for(cfg))
+
+
+# --- program/archehr/grounding=claims: support judged by what a sentence claims ----------------------------------
+CLAIMS_NOTE = [NoteSentence("1", "Pertinent Results:"),
+               NoteSentence("2", "[**2184-3-2**] 08:40PM BLOOD Creat-2.6* K-6.1* Na-136"),
+               NoteSentence("3", "Foley placed in ED with drainage of 1450 mL of clear urine."),
+               NoteSentence("4", "Given a DVT associated with HIT, anticoagulation with apixaban is planned for 3 "
+                                 "months, after which Hematology will reassess."),
+               NoteSentence("5", "Tamsulosin 0.4 mg was started on admission."),
+               NoteSentence("6", "CTA head and neck: no large vessel occlusion.")]
+
+
+def claims_check(*overrides):
+    from hydra.utils import instantiate
+
+    from common.resources import Resources
+    from tests.builders import config, shared_embedder
+
+    cfg = config("program=archehr", "program/archehr/grounding=claims", *overrides)
+    return Resources(embedder=shared_embedder()).complete(instantiate(cfg.program.grounding, _convert_="all"),
+                                                          "program.grounding", max_words=75, soft_cut_ratio=0.6)
+
+
+def claims_verdicts(sentences: list[tuple[str, list[str]]], *overrides) -> list[dict]:
+    answer = [{"id": str(n), "text": text} for n, (text, _) in enumerate(sentences, 1)]
+    alignment = [{"answer_id": str(n), "evidence_id": cites} for n, (_, cites) in enumerate(sentences, 1)]
+    return claims_check(*overrides)(answer, alignment, CLAIMS_NOTE).verdicts
+
+
+def test_a_paraphrase_with_the_same_number_and_drug_is_supported():
+    verdicts = claims_verdicts([
+        ("He needs about 3 months of the blood thinner apixaban before the blood specialists check again.", ["4"]),
+        ("Almost 1.5 liters of urine came out when the catheter went in.", ["3"]),
+        ("His potassium was high at 6.1.", ["2"]),
+        ("The scan showed no blocked large artery in the brain.", ["6"])])
+    assert [v["verdict"] for v in verdicts] == ["supported"] * 4, [v["reasons"] for v in verdicts]
+
+
+def test_an_injected_drug_test_result_or_changed_number_is_flagged():
+    verdicts = claims_verdicts([
+        ("He was also started on warfarin before discharge.", ["4"]),
+        ("A lactate of 8.4 mmol/L was found.", ["2"]),
+        ("Anticoagulation with apixaban is planned for 12 months.", ["4"]),
+        ("Tamsulosin 4 mg was started on admission.", ["5"])])
+    reasons = [v["reasons"] for v in verdicts]
+    assert all(v["verdict"] == "unsupported" for v in verdicts), reasons
+    assert reasons[0] == ["drugs not in the note: warfarin"]
+    assert "tests not in the note: lactate" in reasons[1] and "numbers not in the note: 8.4 mmol/L" in reasons[1]
+    assert reasons[2] == ["numbers not in the note: 12 months"] and reasons[3] == ["numbers not in the note: 4 mg"]
+
+
+def test_a_number_found_only_in_an_unrelated_sentence_is_not_support():
+    # 136 is in the note (the sodium on the lab line), but not in what this sentence rests on
+    verdicts = claims_verdicts([("Anticoagulation with apixaban is planned for 136 days.", ["4"])],
+                               "program.grounding.number_context=0")
+    assert verdicts[0]["verdict"] == "unsupported"
+
+
+def test_negation_checking_is_optional_and_flags_a_flipped_finding():
+    flipped = [("The CTA showed a large vessel occlusion.", ["6"])]
+    assert claims_verdicts(flipped)[0]["verdict"] == "supported"  # off by default (lay negation misfires)
+    on = claims_verdicts(flipped, "program.grounding.check_negation=true")[0]
+    assert on["verdict"] == "unsupported" and on["reasons"][0].startswith("negation differs from its support")
+
+
+def test_claims_options_are_checked_in_one_line():
+    import pytest
+
+    from common.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^program.grounding.unknown_terms must be lexicon or tokenizer, not 'x'$"):
+        claims_check("program.grounding.unknown_terms=x")

@@ -215,7 +215,8 @@ def test_a_two_job_sweep_runs_on_hydras_ray_launcher(tmp_path):
     sweep = tmp_path / "sweep"
     proc = subprocess.run([sys.executable, str(ROOT / "main.py"), "-m", "hydra/launcher=ray",
                            "+hydra.launcher.ray.init.num_cpus=2", "+hydra.launcher.ray.init.include_dashboard=false",
-                           *ARGS, "data.limit=2", "program.evidence.top_share=0.2,0.9", f"hydra.sweep.dir={sweep}"],
+                           *ARGS, "data.limit=2", "program/archehr/evidence=embedding", "program.evidence.top_share=0.2,0.9",
+                           f"hydra.sweep.dir={sweep}"],
                           capture_output=True, text=True, cwd=ROOT, timeout=900, env=ENV)
     assert proc.returncode == 0, proc.stderr[-2000:]
     objectives = [json.loads((sweep / str(i) / "scores.json").read_text())["objective"] for i in (0, 1)]

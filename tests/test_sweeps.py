@@ -46,7 +46,8 @@ def test_two_job_multirun_returns_each_jobs_objective_and_reports_them(tmp_path)
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     sweep = tmp_path / "sweep"
     proc = subprocess.run([sys.executable, str(ROOT / "main.py"), "-m", "program=archehr", "metrics.bertscore=null",
-                           "program.evidence.top_share=0.3,0.6", "progress=false", f"hydra.sweep.dir={sweep}"],
+                           "program/archehr/evidence=embedding", "program.evidence.top_share=0.3,0.6", "progress=false",
+                           f"hydra.sweep.dir={sweep}"],
                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     jobs = [json.loads((sweep / str(i) / "scores.json").read_text()) for i in (0, 1)]
@@ -75,17 +76,22 @@ def test_two_job_multirun_returns_each_jobs_objective_and_reports_them(tmp_path)
     assert html.count("<tr>") == 3 and "data:image/png;base64," in html
 
 
+# the stages a DSPy compile of the non-LLM program keeps as they are (the learned ones are fitted instead)
+SIMILARITY_STAGES = ("program/archehr/evidence=embedding", "program/archehr/alignment=similarity")
+
+
 def test_compile_from_the_cli_scores_before_and_after_and_saves_the_state(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     save_to = tmp_path / "compiled" / "archehr_none.json"
     proc = subprocess.run([sys.executable, str(ROOT / "main.py"), "program=archehr", "task=compile", "optimizer=none",
-                           "optimizer.metric=archehr_evidence", f"program.optimize.save_to={save_to}",
+                           "optimizer.metric=archehr_evidence", f"program.optimize.save_to={save_to}", *SIMILARITY_STAGES,
                            f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True, cwd=ROOT, env=env,
                           timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     scores = json.loads((tmp_path / "run" / "scores.json").read_text())
     # the offline program on the 3 bundled cases: Subtask 2 strict F1 per case, averaged (0-1)
     run = subprocess.run([sys.executable, str(ROOT / "main.py"), "program=archehr", "metrics.bertscore=null",
+                          *SIMILARITY_STAGES,
                           f"hydra.run.dir={tmp_path / 'plain'}"], capture_output=True, text=True, cwd=ROOT, env=env)
     per_case = json.loads((tmp_path / "plain" / "scores.json").read_text())["subtask_2"]["strict_macro_f1"] / 100
     assert scores["before"] == scores["after"] == pytest.approx(per_case)

@@ -66,12 +66,13 @@ class Quantity:
 
     def matches(self, other: Quantity, tolerance: float) -> bool:
         """Within `tolerance` (relative) after converting units of one dimension; with a bare number on either
-        side, the numbers as written: equal, or one the other rounded ("about 15" is the note's 15.3)."""
+        side, the numbers as written: equal, or this one the other rounded ("about 15" is the note's 15.3; an
+        answer's 8.4 is not a note's 8)."""
         if self.dimension and other.dimension:
             # durations convert within a month's slack: "2 to 3 months" is "60 to 90 days", "25 months" is not "2 years"
             allowed = 0.025 if self.dimension == "time" else tolerance
             return self.dimension == other.dimension and _close(self.value, other.value, allowed)
-        return _close(self.raw, other.raw, 0.0) or _rounded(self.raw, other.raw) or _rounded(other.raw, self.raw)
+        return _close(self.raw, other.raw, 0.0) or _rounded(self.raw, other.raw)
 
 
 def _close(a: float, b: float, tolerance: float) -> bool:

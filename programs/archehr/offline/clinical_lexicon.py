@@ -109,7 +109,13 @@ _CONCEPT_WORDS: dict[str, str] = {
     "bleeding": "bleed bleeding bled hemorrhage haemorrhage hemorrhagic rebleed",
     "stroke": "stroke cva infarct ischemic tia",
     "infection": "infection infected infections sepsis septic bacteremia abscess cellulitis osteomyelitis "
-                 "culture cultures",
+                 "culture cultures germ germs bacteria bacterial",
+    "blockage": "occlusion occluded blockage blockages blocked obstruction obstructed stenosis narrowing narrowed",
+    "coagulation": "inr ptt coagulation coagulopathy",
+    "adhesions": "adhesion adhesions",
+    "diverticula": "diverticulosis diverticulitis diverticulum diverticula diverticular pouch pouches",
+    "feeding_tube": "ngt nasogastric",
+    "sedative": "zolpidem ambien sedative sedating hypnotic",
     "seizure": "seizure seizures convulsion convulsions epilepsy epileptic eeg",
     "swelling": "swelling swollen edema oedema",
     "fracture": "fracture fractures fractured",
@@ -151,6 +157,10 @@ _PHRASES: dict[str, str] = {
     "heart ultrasound": "heart", "dye test": "catheterization", "water tablet": "diuretic",
     "steroid": "steroid", "steroids": "steroid", "antibiotic": "antibiotic", "antibiotics": "antibiotic",
     "insulin": "diabetes_drug", "opioids": "opioid", "painkillers": "analgesic",
+    "clot dissolving": "thrombolytic", "clot busting": "thrombolytic", "clot buster": "thrombolytic",
+    "clotting test": "coagulation", "scar tissue": "adhesions", "nose tube": "feeding_tube",
+    "stomach tube": "feeding_tube", "sleeping pill": "sedative", "sleeping pills": "sedative",
+    "liver test": "liver", "kidney test": "kidney", "blood test": "blood_test", "blood tests": "blood_test",
 }
 _WORD_CONCEPT: dict[str, str] = {w.lower(): c for c, words in _CONCEPT_WORDS.items() for w in words.split()}
 # the drug class concepts that mean the same thing as a lay concept
@@ -198,8 +208,8 @@ def concepts(text: str) -> frozenset[str]:
     for phrase, concept in _PHRASES.items():
         if f" {phrase} " in lowered:
             found.add(concept)
-    for word in words(text):
-        word = word.strip("-'")
+    tokens = [part for w in words(text) for part in {w.strip("-'"), *w.split("-")} if part and part[0].isalpha()]
+    for word in tokens:  # "Creat-3.4*" is creat; "x-ray" both x-ray and ray
         if word in _WORD_CONCEPT:
             found.add(_WORD_CONCEPT[word])
         cls = drug_class(word)

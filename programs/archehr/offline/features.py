@@ -40,7 +40,8 @@ EVIDENCE_FEATURES: tuple[str, ...] = (
 ALIGNMENT_FEATURES: tuple[str, ...] = (
     "dense", "dense_relative", "dense_gap", "dense_rank_inverse", "dense_z",
     "bm25_relative", "bm25_rank_inverse",
-    "quantities_matched", "quantities_share", "drugs_shared", "concepts_shared", "concepts_share", "stems_share",
+    "quantities_matched", "quantities_share", "specific_quantities_matched", "drugs_shared", "concepts_shared",
+    "concepts_share", "stems_share",
     "neighbour_dense_relative", "competition", "position_distance",
     "answer_dense_relative", "answer_bm25_relative", "adjacent_to_best", "note_stems_share", "note_quantities_share",
     "clause_dense_relative", "clause_rank_inverse", "clause_bm25_relative", "clause_stems_share",
@@ -148,10 +149,23 @@ def evidence_features(embedder: Embedder, question: str, narrative: str, texts: 
     columns["position_last_fifth"] = (position > 0.8).astype(float)
     columns["note_sentences_log"] = np.full(n, math.log(max(n, 1)))
     columns["words_log"] = np.array([math.log1p(len(t.split())) for t in texts])
-    columns["quantities_log"] = np.array([math.log1p(len(quantities(t))) for t in texts])
+    columns["quantities_log"] = np.array([math.log1p(len(content_quantities(t))) for t in texts])
     columns["drugs_log"] = np.array([math.log1p(len(named_drugs(t))) for t in texts])
     columns["placeholder_share"] = np.array([placeholder_share(t) for t in texts])
     return np.column_stack([columns[name] for name in EVIDENCE_FEATURES]) if n else np.zeros((0, len(EVIDENCE_FEATURES)))
+
+
+_PLACEHOLDER = re.compile(r"\[\*\*[^\]]*\*\*\]")
+
+
+def content_quantities(text: str) -> tuple:
+    """The quantities of a sentence outside its de-identification placeholders (a shifted date is no claim)."""
+    return quantities(_PLACEHOLDER.sub(" ", text))
+
+
+def _specific(q) -> bool:
+    """A quantity that identifies a statement: with a unit, a decimal, or a number above 12 (not "2 of them")."""
+    return bool(q.dimension) or q.raw != int(q.raw) or q.raw > 12
 
 
 def _stems(text: str) -> set[str]:
@@ -174,7 +188,7 @@ def alignment_features(embedder: Embedder, answers: list[str], texts: list[str])
     whole_bm25 = np.array(bm25_scores(" ".join(answers), texts))
     whole_bm25 = whole_bm25 / whole_bm25.max() if whole_bm25.max() > 0 else np.zeros(n)
     best_other = np.array([np.delete(sims, i, axis=0).max(axis=0) if m > 1 else np.zeros(n) for i in range(m)])
-    note_quantities = [quantities(t) for t in texts]
+    note_quantities = [content_quantities(t) for t in texts]
     note_drugs = [named_drugs(t) for t in texts]
     note_concepts = [concepts(t) for t in texts]
     note_stems = [_stems(t) for t in texts]
@@ -194,7 +208,9 @@ def alignment_features(embedder: Embedder, answers: list[str], texts: list[str])
         bm_ranks = np.empty(n)
         bm_ranks[bm_order] = np.arange(n)
         relative = row / best if best > 0 else np.zeros(n)
-        a_quantities, a_drugs, a_concepts, a_stems = quantities(answer), named_drugs(answer), concepts(answer), _stems(answer)
+        a_quantities, a_drugs, a_concepts, a_stems = (content_quantities(answer), named_drugs(answer), concepts(answer),
+                                                      _stems(answer))
+        a_specific = [q for q in a_quantities if _specific(q)]
         f = out[i]
         f[:, col["dense"]] = row
         f[:, col["dense_relative"]] = relative
@@ -207,6 +223,8 @@ def alignment_features(embedder: Embedder, answers: list[str], texts: list[str])
             matched = sum(any(q.matches(p, 0.05) for p in note_quantities[j]) for q in a_quantities)
             f[j, col["quantities_matched"]] = math.log1p(matched)
             f[j, col["quantities_share"]] = matched / len(a_quantities) if a_quantities else 0.0
+            f[j, col["specific_quantities_matched"]] = sum(
+                any(q.matches(p, 0.05) for p in note_quantities[j]) for q in a_specific)
             f[j, col["drugs_shared"]] = len(a_drugs & note_drugs[j])
             shared = len(a_concepts & note_concepts[j])
             f[j, col["concepts_shared"]] = math.log1p(shared)

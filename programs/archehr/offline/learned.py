@@ -66,7 +66,8 @@ def _setting(name: str, configured: Any, state: StageState, where: str) -> Any:
 
 
 class LearnedEvidenceScorer(dspy.Module):
-    """P(essential) per note sentence from a fitted logistic scorer; Likert scores for display from P."""
+    """P(essential) per note sentence from a fitted logistic scorer; Likert scores for display from P (4-5 for the
+    selected sentences, 1-3 for the others)."""
 
     uses_lm = False
 
@@ -97,8 +98,11 @@ class LearnedEvidenceScorer(dspy.Module):
         candidates = np.array([not is_header(s.text) for s in sentences], dtype=bool)
         chosen = select_evidence(p, candidates, self.threshold, self.relative, self.min_selected)
         best = float(p.max()) if len(p) else 0.0
-        scores = [1 if is_header(s.text) else to_likert(float(x) / best if best > 0 else 0.0, self.cuts)
-                  for s, x in zip(sentences, p, strict=True)]
+        chosen_set = set(chosen)
+        # Likert scores for display agree with the selection: 4-5 selected, 1-3 not (P / the note's best P by `cuts`)
+        scores = [1 if is_header(s.text) else (max(4, likert) if i in chosen_set else min(3, likert))
+                  for i, (s, likert) in enumerate(zip(sentences, (to_likert(float(x) / best if best > 0 else 0.0,
+                                                                           self.cuts) for x in p), strict=True))]
         return dspy.Prediction(evidence_ids=[sentences[i].id for i in chosen],
                                scores=dict(zip([s.id for s in sentences], scores, strict=True)),
                                relevance={s.id: round(float(x), 4) for s, x in zip(sentences, p, strict=True)},

@@ -74,7 +74,8 @@ def load_stage_state(path: str | Path, stage: str, feature_set: str, features: t
     """The fitted part of `stage` in the state file at `path`, checked against the features this code computes and
     the embedder in use; any mismatch is one LearnedStateError line naming `where` (e.g. program.evidence.state_path)."""
     path = Path(path)
-    refit = "fit one for this code with task=compile (README: compiling the non-LLM stages)"
+    refit = ("fit one for this code: python -m optimizers.offline_fit --cases <cases.xml> --key <key.json> --out "
+             "<state.json>, or task=compile (README: compiling the non-LLM stages)")
     if not path.is_file():
         raise LearnedStateError(f"{where}={path}: no such file; {refit}")
     try:
