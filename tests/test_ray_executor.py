@@ -120,7 +120,11 @@ def test_a_worker_killed_mid_run_loses_only_its_cases_in_flight(local_run, tmp_p
     pids = wait_for(lambda: len(worker_pids(folder)) == 2 and worker_pids(folder), what="two Ray workers")
     wait_for(lambda: len(case_ids(folder)) >= 1, what="a saved case")
     os.kill(pids[0], signal.SIGKILL)
-    _, stderr = driver.communicate(timeout=600)
+    try:
+        _, stderr = driver.communicate(timeout=600)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
     assert driver.returncode == 0, stderr[-1500:]
     log = (folder / "main.log").read_text()
     assert re.search(rf"ray worker 0 \(pid {pids[0]} on .*\) died \(.*\): its items in flight go back to the queue "
@@ -183,6 +187,7 @@ class RecordingOpenAI(http.server.ThreadingHTTPServer):
 def test_the_rate_limit_holds_for_all_workers_together_and_ctrl_c_stops_the_cluster_work(tmp_path):
     server = RecordingOpenAI()
     folder = tmp_path / "ray"
+    driver = None
     try:
         driver = start("data.limit=4", *RAY, "lm=openai_compatible", "lm.client.model=m",
                        f"lm.client.api_base={server.api_base}", "lm.client.cache=false", "lm.client.num_retries=0",
@@ -204,6 +209,8 @@ def test_the_rate_limit_holds_for_all_workers_together_and_ctrl_c_stops_the_clus
         assert server.count() == 6  # no request after Ctrl-C
     finally:
         server.shutdown()
+        if driver is not None and driver.poll() is None:  # a failed check above: no driver (nor its local Ray) outlives the test
+            driver.kill()
 
 
 def test_a_two_job_sweep_runs_on_hydras_ray_launcher(tmp_path):

@@ -23,8 +23,9 @@ class Executor(Protocol):
         Ctrl-C stops the work and re-raises KeyboardInterrupt; an item's own error propagates unchanged."""
 
 
-def executor_for(cfg: DictConfig) -> Executor | None:
-    """The executor `run.executor` names (None: the local one, run_resumable's default)."""
+def executor_for(cfg: DictConfig, unit: str = "item") -> Executor | None:
+    """The executor `run.executor` names (None: the local one, run_resumable's default); `unit` names an item in
+    its messages ("case", "note")."""
     run = cfg.get("run") or {}
     name = str(run.get("executor") or "local")
     if name not in EXECUTORS:
@@ -33,4 +34,4 @@ def executor_for(cfg: DictConfig) -> Executor | None:
         return None
     from runners.executors.ray_executor import RayExecutor
 
-    return RayExecutor(cfg)
+    return RayExecutor(cfg, unit)

@@ -65,7 +65,8 @@ def import_ray() -> Any:
 
 
 class RayExecutor:
-    def __init__(self, cfg: DictConfig) -> None:
+    def __init__(self, cfg: DictConfig, unit: str = "item") -> None:
+        self.unit = unit
         self.settings = ray_settings(cfg)
         self.config = OmegaConf.to_container(cfg, resolve=True)  # what every worker builds from
         limits = cfg.lm.get("rate_limit") or {}
@@ -160,7 +161,9 @@ class RayExecutor:
                     slot.busy += 1
             if not in_flight:
                 break
-            ready, _ = ray.wait([*in_flight, *starting], num_returns=1)
+            # a bounded wait: Ctrl-C is raised only when the wait returns to Python, and rate-limited workers may
+            # not finish anything for a minute
+            ready, _ = ray.wait([*in_flight, *starting], num_returns=1, timeout=0.5)
             for ref in ready:
                 if ref in starting:  # a replacement came up (or failed: its items fail too and are handled there)
                     slot = starting.pop(ref)
@@ -189,7 +192,7 @@ class RayExecutor:
         if lost or queue:
             left = len(lost) + len(queue)
             why = "every Ray worker died" if queue else "their Ray workers died twice"
-            raise ClinprogError(f"run.executor=ray: {left} items were not run ({why}); the records saved so far are "
+            raise ClinprogError(f"run.executor=ray: {left} {self.unit}s were not run ({why}); the records saved so far are "
                                 "kept: rerun the same command to resume them")
 
     @staticmethod
