@@ -22,7 +22,8 @@ def test_a_run_and_a_two_job_joblib_multirun_are_logged_to_mlflow(tmp_path):
     # the joblib launcher's multirun (the basic launcher's is tests/test_sweeps.py, submitit's below)
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
     sweep = main("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "program=archehr",
-                 "program.evidence.top_share=0.3,0.6", *track, f"hydra.sweep.dir={tmp_path / 'sweep'}")
+                 "program/archehr/evidence=embedding", "program.evidence.top_share=0.3,0.6", *track,
+                 f"hydra.sweep.dir={tmp_path / 'sweep'}")
     assert sweep.returncode == 0, sweep.stderr[-1500:]
     mlflow.set_tracking_uri(uri)
     runs = mlflow.search_runs(experiment_names=["clinprog-archehr"])
@@ -46,7 +47,8 @@ def test_a_two_by_two_sweep_runs_on_the_submitit_launcher_and_is_reported(tmp_pa
     sweep = tmp_path / "sweep"
     extra = ["hydra.launcher.timeout_min=20", "hydra.launcher.tasks_per_node=1"]
     proc = main("-m", "hydra/launcher=submitit_local", *extra, "program=archehr",
-                "program.evidence.top_share=0.3,0.6", "program.alignment.threshold=0.3,0.5",
+                "program/archehr/evidence=embedding", "program.evidence.top_share=0.3,0.6",
+                "program.alignment.threshold=0.3,0.5",
                 f"hydra.sweep.dir={sweep}", f"cache_dir={tmp_path / 'cache'}")
     assert proc.returncode == 0, proc.stderr[-2000:]
     objectives = [json.loads((sweep / str(i) / "scores.json").read_text())["objective"] for i in range(4)]
