@@ -290,6 +290,21 @@ def stage_scores(program: Any, cases: list[Case], key: dict[str, KeyCase]) -> di
     return out
 
 
+def _fitted_on(cfg: Any, stages: list[str], val_ids: set[str]) -> str | None:
+    """A warning when the state in use before compiling was fitted on validation cases (its "before" is then an
+    in-sample score, e.g. the shipped state on the dev or realistic cases)."""
+    for path in {str(cfg.program[stage].state_path) for stage in stages}:
+        try:
+            fitted = set(json.loads(Path(path).read_text())["meta"]["train"]["case_ids"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        shared = fitted & val_ids
+        if shared:
+            return (f"warning: the state in use ({path}) was fitted on {len(shared)} of the {len(val_ids)} validation "
+                    "cases: its score before compiling is in-sample, not a held-out baseline")
+    return None
+
+
 def compile_offline(cfg: Any, contract: Any, trainset: list, valset: list, embedder: Any = None) -> float | None:
     """task=compile for the learned non-LLM stages: fit them on data.train, score data.val before (the program as
     configured) and after (with the new state), save the state to program.optimize.save_to with its meta."""
@@ -321,6 +336,9 @@ def compile_offline(cfg: Any, contract: Any, trainset: list, valset: list, embed
         overlap = None
     if overlap:
         print(overlap.message)
+    in_sample = _fitted_on(cfg, stages, {c.case_id for c in val_cases})
+    if in_sample:
+        print(in_sample)
     embedder = embedder or instantiate(cfg.program.embedder)
     try:
         before_program = contract.build(cfg, None, embedder=embedder)
@@ -340,7 +358,7 @@ def compile_offline(cfg: Any, contract: Any, trainset: list, valset: list, embed
     meta = {"fitted_with": {"stages": stages, "question_stage": (cfg.program.question or {}).get("_target_"),
                             "max_citations": max_citations},
             "val": {"cases": len(val_cases), "hash": data_hash(val_cases, val_key)},
-            "train_val_overlap": overlap.message if overlap else None}
+            "train_val_overlap": overlap.message if overlap else None, "before_in_sample": in_sample}
     for path in {save_to, out / "compiled_program.json"}:
         write_state(path, parts, train_cases, train_key, meta)
     after_cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
@@ -366,7 +384,7 @@ def compile_offline(cfg: Any, contract: Any, trainset: list, valset: list, embed
                f"({cfg.data.val}).\n\n| on the validation cases | before | after |\n|---|---|---|\n"
                f"| {metric_name} | {before:.4f} | {after:.4f} |\n{rows}\n\n"
                f"Selection rules: {json.dumps(scores['selection'])}\n\nSaved: {save_to}\n"
-               + (f"\n{overlap.message}\n" if overlap else ""))
+               + (f"\n{overlap.message}\n" if overlap else "") + (f"\n{in_sample}\n" if in_sample else ""))
     settings = " ".join(f"program.{stage}.state_path={save_to}" for stage in stages)
     print(f"saved {save_to}; run with it: {settings}")
     return after if after == after else None  # NaN (no validation cases): no objective

@@ -151,3 +151,12 @@ def test_compile_fits_the_learned_stages_scores_val_before_and_after_and_saves_t
     # the saved state is what a run loads
     stage = archehr_stage("evidence", "learned", f"program.evidence.state_path={save_to}")
     assert stage(f"What was his potassium level? {NARRATIVE}", NOTE).evidence_ids
+
+
+def test_compile_says_when_the_state_in_use_was_fitted_on_the_validation_cases():
+    from optimizers.offline_fit import _fitted_on
+
+    cfg = config("program=archehr", "lm=none")  # the shipped state: fitted on the dev and realistic cases
+    warning = _fitted_on(cfg, ["evidence", "alignment"], {"1001", "2001", "other"})
+    assert warning.startswith("warning:") and "fitted on 2 of the 3 validation cases" in warning
+    assert _fitted_on(cfg, ["evidence"], {"other"}) is None

@@ -18,12 +18,11 @@ from programs.archehr.offline.claims import named_drugs, quantities
 from programs.archehr.offline.clinical_lexicon import concepts
 from programs.archehr.offline.lexical import bm25_scores, tokens
 from programs.archehr.offline.note_layout import KINDS, SECTIONS, layout, placeholder_share
-from programs.archehr.offline.similarity import cosine_matrix
 from programs.archehr.text import split_sentences
 from retrieval.embed import Embedder
 
 EVIDENCE_FEATURE_SET = "evidence/1"
-ALIGNMENT_FEATURE_SET = "alignment/1"
+ALIGNMENT_FEATURE_SET = "alignment/2"   # 2: the whole answer is the mean of its sentences'
 
 _SIMILARITIES = ("question_dense", "narrative_dense", "both_dense", "narrative_sentence_dense",
                  "narrative_question_dense", "question_bm25", "narrative_bm25")
@@ -85,6 +84,11 @@ def _views(values: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return out_rel, out_rank, out_z
 
 
+def _normalized(vector: np.ndarray) -> np.ndarray:
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm > 0 else vector
+
+
 def _neighbour_max(values: np.ndarray) -> np.ndarray:
     left = np.concatenate([[0.0], values[:-1]])
     right = np.concatenate([values[1:], [0.0]])
@@ -112,8 +116,10 @@ def evidence_features(embedder: Embedder, question: str, narrative: str, texts: 
     narrative_sentences = split_sentences(narrative)[:12] or [narrative]
     asked = [i for i, t in enumerate(narrative_sentences) if t.rstrip().endswith("?")] or list(
         range(len(narrative_sentences)))
-    anchors = [question, narrative, f"{question} {narrative}", *narrative_sentences]
-    sims = cosine_matrix(embedder, anchors, texts)
+    # one call per side: the anchors (question, narrative, question + narrative as the cascade gives it, the
+    # narrative's sentences) and the note's sentences (embedded once per case, shared with the other stages)
+    queries = embedder.encode_queries([question, narrative, f"{question} {narrative}", *narrative_sentences])
+    sims = queries @ embedder.encode_documents(texts).T
     dense = {"question_dense": sims[0], "narrative_dense": sims[1], "both_dense": sims[2],
              "narrative_sentence_dense": sims[3:].max(axis=0),
              "narrative_question_dense": sims[[3 + i for i in asked]].max(axis=0)}
@@ -181,8 +187,12 @@ def alignment_features(embedder: Embedder, answers: list[str], texts: list[str])
     lay = layout(texts)
     answer_clauses = [clauses(a) for a in answers]
     flat_clauses = [c for cs in answer_clauses for c in cs]
-    all_sims = np.asarray(cosine_matrix(embedder, [*answers, " ".join(answers), *flat_clauses], texts), dtype=float)
-    sims, whole, clause_sims = all_sims[:m], all_sims[m], all_sims[m + 1:]
+    queries = embedder.encode_queries([*answers, *flat_clauses])
+    documents = embedder.encode_documents(texts)
+    # the answer as a whole is the mean of its sentences' vectors (nothing more to embed)
+    all_sims = np.asarray(np.vstack([queries, _normalized(queries[:m].mean(axis=0))[None, :]]) @ documents.T,
+                          dtype=float)
+    sims, clause_sims, whole = all_sims[:m], all_sims[m:-1], all_sims[-1]
     clause_start = np.cumsum([0, *(len(cs) for cs in answer_clauses)])
     whole_relative = whole / whole.max() if whole.max() > 0 else np.zeros(n)
     whole_bm25 = np.array(bm25_scores(" ".join(answers), texts))
