@@ -35,8 +35,10 @@ def main(*args, timeout=900):
 
 
 def start(*args):
+    # SIGINT as a terminal gives it, even when pytest itself runs as a background job (`&` in a script ignores it,
+    # and a child inherits that)
     return subprocess.Popen(command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            env=ENV)
+                            env=ENV, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def wait_for(condition, timeout=300, what="a condition"):
