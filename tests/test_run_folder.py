@@ -119,7 +119,7 @@ def test_rerun_with_a_changed_config_refuses_in_one_line_then_restarts(tmp_path)
     again = main("data.limit=2", "program.alignment.threshold=0.95", f"hydra.run.dir={out}")
     assert again.returncode == 2
     assert again.stderr.strip().splitlines() == [again.stderr.strip()]  # one line
-    assert "program.alignment.threshold: 0.3 -> 0.95" in again.stderr and "run.resume=restart" in again.stderr
+    assert "program.alignment.threshold: None -> 0.95" in again.stderr and "run.resume=restart" in again.stderr
     assert (out / "predictions.jsonl").read_text() == first  # nothing stale was served or lost
     # the folder still describes the run whose predictions it holds
     assert {name: (out / ".hydra" / name).read_bytes() for name in hydra_files} == hydra_files
