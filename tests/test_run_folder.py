@@ -169,7 +169,9 @@ def dev_run(out, lm_overrides=()):
 def test_ctrl_c_saves_finished_cases_in_one_line_and_the_rerun_resumes(tmp_path, slow_lm):
     out = tmp_path / "run"
     env, args = dev_run(out, slow_lm)
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    # SIGINT as a terminal delivers it, even when pytest itself runs as a background job (which ignores SIGINT)
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     predictions = out / "predictions.jsonl"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not (predictions.exists() and predictions.read_text().count("\n") >= 2):
