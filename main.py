@@ -28,21 +28,21 @@ def main(cfg: DictConfig) -> float | None:
         task = getattr(runner, str(cfg.task), None)
         if task is None or cfg.task not in (*cfg.task_runners, *cfg.program_tasks):
             raise ClinprogError(f"unknown task={cfg.task}: choose one of {[*cfg.program_tasks, *cfg.task_runners]}")
+        from common.outputs import output_dir
         from common.tracking import tracked
-        from runners.common import output_dir
 
         with tracked(cfg, output_dir()):
             return task(cfg)
     except ClinprogError as exc:
         # One clear line instead of a traceback: a missing key, a dead server, a malformed file, a bad config value.
         print(f"error: {exc}", file=sys.stderr)
-        from runners.common import record_failure
+        from common.outputs import record_failure
 
         record_failure(f"error: {exc}")
         raise SystemExit(2) from None
     except Exception as exc:
         # A bug, not a user error: Hydra prints the traceback (to report); the run folder is still tidied up.
-        from runners.common import record_failure
+        from common.outputs import record_failure
 
         record_failure(f"error: unexpected {type(exc).__name__}: {exc}")
         raise

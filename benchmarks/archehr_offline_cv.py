@@ -33,11 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hydra.utils import instantiate  # noqa: E402
 
+from common.config_groups import compose_config  # noqa: E402
 from common.resources import Resources  # noqa: E402
 from optimizers.offline_fit import fit_state, write_state  # noqa: E402
 from programs.archehr.offline.evidence import is_header  # noqa: E402
 from programs.archehr.offline.similarity import cosine_matrix  # noqa: E402
-from runners.program import compose_config, contract_for  # noqa: E402
+from runners.program import contract_for  # noqa: E402
 from tasks.archehr.data import load_cases, load_key  # noqa: E402
 from tasks.archehr.metrics import score_subtask2, score_subtask4  # noqa: E402
 

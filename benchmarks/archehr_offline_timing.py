@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hydra.utils import instantiate  # noqa: E402
 
-from runners.program import compose_config, contract_for  # noqa: E402
+from common.config_groups import compose_config  # noqa: E402
+from runners.program import contract_for  # noqa: E402
 from tasks.archehr.data import NoteSentence, load_cases  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "archehr"

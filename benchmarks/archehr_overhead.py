@@ -21,8 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import dspy  # noqa: E402
 
+from common.config_groups import compose_config  # noqa: E402
 from programs.archehr.text import numbered  # noqa: E402
-from runners.program import compose_config, contract_for  # noqa: E402
+from runners.program import contract_for  # noqa: E402
 from signatures.archehr import AlignAnswer, GenerateAnswer, InterpretQuestion, ScoreEvidence  # noqa: E402
 from signatures.constrained import ConstrainedJSONAdapter  # noqa: E402
 from tasks.archehr.data import load_cases  # noqa: E402

@@ -29,10 +29,12 @@ from collections import Counter  # noqa: E402
 
 from hydra.utils import instantiate  # noqa: E402
 
-from common.config_groups import option_of  # noqa: E402
+from common.config_groups import (
+    compose_config,  # noqa: E402
+    option_of,  # noqa: E402
+)
 from common.errors import ClinprogError  # noqa: E402
 from common.resources import Resources  # noqa: E402
-from runners.program import compose_config  # noqa: E402
 from tasks.archehr.data import check_key, load_cases, load_key  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "archehr"

@@ -12,8 +12,20 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from omegaconf import DictConfig
+
 CONF = Path(__file__).resolve().parents[1] / "conf"
 _TARGET = re.compile(r"^_target_:\s*(\S+)", re.M)
+
+
+def compose_config(*overrides: str) -> DictConfig:
+    """conf/ composed as `python main.py <overrides>` would (for scripts, benchmarks, notebooks, tests)."""
+    from hydra import compose, initialize_config_dir
+
+    import common.instantiate  # noqa: F401 - clinprog's resolvers
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
 
 
 @lru_cache(maxsize=64)

@@ -311,10 +311,10 @@ def compile_offline(cfg: Any, contract: Any, trainset: list, valset: list, embed
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
+    from common import outputs
     from common.resources import Resources
     from optimizers.compile import evaluate
     from programs.archehr.offline.learned_state import LearnedStateError
-    from runners import common as runner_files
 
     stages = fittable_stages(cfg, contract)
     metric_name = cfg.optimizer.metric
@@ -354,7 +354,7 @@ def compile_offline(cfg: Any, contract: Any, trainset: list, valset: list, embed
     print(f"fitting {', '.join(stages)} on {len(train_cases)} training cases ...")
     parts = fit_state(stages, train_cases, train_key, question, embedder, max_citations)
     save_to = Path(cfg.program.optimize.save_to)
-    out = runner_files.output_dir()
+    out = outputs.output_dir()
     meta = {"fitted_with": {"stages": stages, "question_stage": (cfg.program.question or {}).get("_target_"),
                             "max_citations": max_citations},
             "val": {"cases": len(val_cases), "hash": data_hash(val_cases, val_key)},
@@ -375,10 +375,10 @@ def compile_offline(cfg: Any, contract: Any, trainset: list, valset: list, embed
     # the scores go into the state's meta too: what it was fitted on and what it scored, like a DSPy state's
     for path in {save_to, out / "compiled_program.json"}:
         write_state(path, parts, train_cases, train_key, {**meta, "scores": scores})
-    runner_files.write_json(out / "scores.json", scores)
+    outputs.write_json(out / "scores.json", scores)
     rows = "\n".join(f"| {name} | {before_stages.get(name, '-')} | {after_stages.get(name, '-')} |"
                      for name in sorted({*before_stages, *after_stages}))
-    runner_files.write_text(out / "compile_report.md",
+    outputs.write_text(out / "compile_report.md",
                f"# Compile: program={contract.name}, fitted non-LLM stages {', '.join(stages)}\n\n"
                f"{len(train_cases)} training cases ({cfg.data.train}), {len(val_cases)} validation cases "
                f"({cfg.data.val}).\n\n| on the validation cases | before | after |\n|---|---|---|\n"
@@ -394,8 +394,8 @@ def compile_offline(cfg: Any, contract: Any, trainset: list, valset: list, embed
 def main(argv: list[str] | None = None) -> None:
     import argparse
 
+    from common.config_groups import compose_config
     from common.errors import ClinprogError
-    from runners.program import compose_config
     from tasks.archehr.data import check_key, load_cases, load_key
 
     parser = argparse.ArgumentParser(description="Fit the learned non-LLM ArchEHR stages on cases + keys.")

@@ -13,15 +13,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from common.contract import ProgramContract
 from common.errors import ConfigError
+from common.outputs import output_dir, write_json, write_text
 from lms import build_lm
 from optimizers.compile import data_hash, evaluate, run_optimizer, save_compiled
+from optimizers.feedback import with_feedback
 from optimizers.instruction_guard import GuardLimits
 from optimizers.instruction_review import any_rejected, example_inputs, guard_instructions, snapshot
-from optimizers.feedback import with_feedback
 from optimizers.split_overlap import split_overlap
 from reports import compile_report
 from reports.compile_report import guard_lines
-from runners.common import output_dir, write_json, write_text
 
 
 def program_metric(cfg: DictConfig, contract: ProgramContract):

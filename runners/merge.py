@@ -19,9 +19,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 import common.instantiate  # noqa: F401 - registers the resolvers a program config may name
 from common.errors import ClinprogError, ConfigError
+from common.outputs import output_dir, write_text
 from common.prediction_log import PredictionLog
 from common.run_folder import RunFolder, differences, file_sha256
-from runners.common import output_dir, write_text
 from runners.shards import SHARD_KEYS, bounds, shard_of
 
 log = logging.getLogger(__name__)

@@ -17,26 +17,20 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from common.contract import Inputs, ProgramContract
+from common.dspy_setup import configure_dspy
 from common.errors import ClinprogError, ConfigError
+from common.outputs import append_main_log, output_dir, write_json, write_text
 from common.prediction_log import PredictionLog
 from common.run_folder import RunFolder, file_sha256
 from lms.describe import backend_name
 from lms.errors import lm_failure
-from runners.common import Interrupted, append_main_log, configure_dspy, output_dir, run_resumable, write_json, write_text
 from runners.executors import executor_for
+from runners.resumable import Interrupted, run_resumable
 from runners.shards import select_shard
 
 log = logging.getLogger(__name__)
 LM_CHOICES = ("lm=gemini (the seed's system), lm=openai_compatible (a local server: vLLM, Ollama, llama.cpp), "
               "lm=embedded (the tiny local model)")
-
-
-def compose_config(*overrides: str) -> DictConfig:
-    """conf/ composed as `python main.py <overrides>` would (for scripts, benchmarks, notebooks, tests)."""
-    from hydra import compose, initialize_config_dir
-
-    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[1] / "conf"), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
 
 
 def contract_for(cfg: DictConfig) -> ProgramContract:

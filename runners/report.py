@@ -8,8 +8,8 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from common.errors import ClinprogError
+from common.outputs import write_text
 from common.prediction_log import PredictionLog
-from runners.common import write_text
 from runners.program import contract_for
 
 

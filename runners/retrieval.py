@@ -7,12 +7,12 @@ from dataclasses import asdict
 
 from omegaconf import DictConfig, OmegaConf
 
+from common.outputs import output_dir, write_json
 from retrieval.corpus import CorpusSpec
 from retrieval.factory import build_backend, build_embedder, build_retriever
 from retrieval.ingest import ingest
 from retrieval.passage import RetrievalError
 from retrieval.repair_command import ROOT, reindex_overrides
-from runners.common import output_dir, write_json
 
 
 def reindex_command(cfg: DictConfig) -> list[str]:

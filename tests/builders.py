@@ -10,8 +10,9 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 import common.instantiate  # noqa: F401 - clinprog's resolvers
+from common.config_groups import compose_config
 from common.resources import Resources
-from runners.program import compose_config, contract_for
+from runners.program import contract_for
 
 
 def config(*overrides: str) -> DictConfig:

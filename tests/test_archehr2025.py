@@ -135,6 +135,6 @@ def test_an_answer_of_citation_lines_only_is_scored_with_a_note_where_the_offici
 
 
 def test_the_2025_program_config_has_the_lookup_option_off():
-    from runners.program import compose_config
+    from common.config_groups import compose_config
 
     assert compose_config("program=archehr2025").data.official_sentence_lookup is False

@@ -96,7 +96,8 @@ def test_an_error_whose_cause_chain_loops_is_still_one_line():
 
 @pytest.fixture(scope="module")
 def mediqa_contract():
-    from runners.program import compose_config, contract_for
+    from common.config_groups import compose_config
+    from runners.program import contract_for
 
     def make(*overrides):
         cfg = compose_config("program=mediqa_corr", "metrics.bertscore=null", *overrides)
@@ -140,8 +141,8 @@ def test_a_submission_for_other_notes_is_one_error(mediqa_contract, tmp_path):
 def test_the_report_names_each_stage_implementation_and_an_lm_only_where_one_ran():
     from omegaconf import open_dict
 
+    from common.config_groups import compose_config
     from programs.archehr.report import describe_stages, report_markdown
-    from runners.program import compose_config
 
     offline = compose_config("program=archehr", "experiment=offline_best", "lm=embedded")
     text = describe_stages(offline)
@@ -202,8 +203,8 @@ def test_an_lm_no_stage_uses_is_named_and_not_loaded(tmp_path):
 def test_a_role_lm_error_names_the_role_keys():
     from omegaconf import OmegaConf
 
+    from common.config_groups import compose_config
     from lms import LMConfigError, build_role_lms
-    from runners.program import compose_config
 
     cfg = compose_config("program=archehr", "lm=embedded", "+lm.roles.alignment={model_path: /nope.gguf}")
     with pytest.raises(LMConfigError, match=r"lm.roles.alignment: .*/nope.gguf \(set lm.roles.alignment.model_path"):
@@ -211,8 +212,8 @@ def test_a_role_lm_error_names_the_role_keys():
 
 
 def test_the_2025_report_does_not_deny_its_scores_and_says_the_question_is_given():
+    from common.config_groups import compose_config
     from programs.archehr2025.contract import ArchEHR2025Contract
-    from runners.program import compose_config
 
     cfg = compose_config("program=archehr2025", "experiment=offline_best")
     usage = {"cases": 1, "lm_calls_per_case": 0.0, "seconds_per_case": 0.1, "fallbacks": {}, "dropped_ids": 0,

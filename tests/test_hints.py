@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from runners.program import compose_config
+from common.config_groups import compose_config
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"

@@ -3,11 +3,11 @@ proposals, reviews, decisions and reflexions; report.html shows it; markup the a
 
 import json
 
+from common.config_groups import compose_config
 from common.contract import Inputs
 from programs.mediqa_corr.contract import MediqaCorrContract
 from retrieval.passage import Passage
 from retrieval.retriever import Retriever
-from runners.program import compose_config
 from tests.builders import program
 from tests.test_mediqa_agents import NOTE, reviews, step
 
@@ -133,7 +133,7 @@ def test_leaked_markup_is_stripped_per_role_and_counted_in_usage(dummy_lm):
     assert record["repairs"] == {"agent": 3, "evaluator": 1, "parser": 1}
     usage = MediqaCorrContract().usage([record, record])
     assert usage["repairs"] == {"total": 10, "stages": {"agent": 6, "evaluator": 2, "parser": 2}}
-    from runners.program import compose_config
+    from common.config_groups import compose_config
 
     md = MediqaCorrContract().report(compose_config("program=mediqa_corr", "lm=embedded"), usage, None)
     assert "- markup stripped from LM outputs (repairs): agent 6, evaluator 2, parser 2" in md

@@ -129,7 +129,7 @@ def test_a_configured_threshold_overrides_the_states():
 
 
 def test_compile_fits_the_learned_stages_scores_val_before_and_after_and_saves_the_state(tmp_path, monkeypatch):
-    import runners.common
+    import common.outputs
     from optimizers.offline_fit import compile_offline
     from runners.program import contract_for
 
@@ -139,7 +139,7 @@ def test_compile_fits_the_learned_stages_scores_val_before_and_after_and_saves_t
                  f"data.train={data / 'dev_cases.xml'}", f"data.train_key={data / 'dev_cases_key.json'}",
                  f"data.val={data / 'bundled_cases.xml'}", f"data.val_key={data / 'bundled_cases_key.json'}",
                  "optimizer.metric=archehr_evidence", f"program.optimize.save_to={save_to}")
-    monkeypatch.setattr(runners.common, "output_dir", lambda: tmp_path)
+    monkeypatch.setattr(common.outputs, "output_dir", lambda: tmp_path)
     contract = contract_for(cfg)
     after = compile_offline(cfg, contract, contract.examples(cfg, "train"), contract.examples(cfg, "val"),
                             embedder=shared_embedder())

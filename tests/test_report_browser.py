@@ -79,8 +79,8 @@ def test_archehr_report_in_chromium(browser, tmp_path):
 
 
 def test_mediqa_report_in_chromium(browser, tmp_path, dummy_lm):
+    from common.config_groups import compose_config
     from programs.mediqa_corr.contract import MediqaCorrContract
-    from runners.program import compose_config
     from tasks.mediqa_corr.data import load_notes
     from tests.builders import program
 

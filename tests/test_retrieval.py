@@ -232,7 +232,7 @@ def test_the_weaviate_cluster_config_creates_a_sharded_replicated_collection():
 
     from hydra.utils import instantiate
 
-    from runners.program import compose_config
+    from common.config_groups import compose_config
 
     cfg = compose_config("retriever=weaviate_cluster")
     client = MagicMock()

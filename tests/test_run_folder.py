@@ -218,8 +218,8 @@ def test_two_concurrent_runs_into_one_folder_the_second_refuses(tmp_path, slow_l
 @pytest.mark.parametrize("task", ["run", "evaluate"])
 @pytest.mark.parametrize("limit", ["abc", "-1", "0", "1.5", "true"])
 def test_data_limit_must_be_a_positive_integer_or_null(program, task, limit):
+    from common.config_groups import compose_config
     from runners import program as runner
-    from runners.program import compose_config
 
     cfg = compose_config(f"program={program}", f"task={task}", f"data.limit={limit}",
                          f"++data.submissions={ROOT / 'nowhere'}")

@@ -1,6 +1,6 @@
 """Where a run's pending items run: `run.executor=local` (this process, threads for API backends) or
 `run.executor=ray` (tasks on a Ray cluster). Either way the driver appends every record to the run's one
-`predictions.jsonl` (runners/common.py `run_resumable`), so resume, the fingerprint, the lock and every output file
+`predictions.jsonl` (runners/resumable.py `run_resumable`), so resume, the fingerprint, the lock and every output file
 are the same whichever executor ran the items."""
 
 from __future__ import annotations

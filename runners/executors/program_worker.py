@@ -30,10 +30,10 @@ class ProgramWorker:
         from omegaconf import OmegaConf
 
         import common.instantiate  # noqa: F401 - registers the ${shared:...} resolver
+        from common.dspy_setup import configure_dspy
         from common.logs import quiet_third_party
         from lms import build_role_lms
         from lms.errors import lm_failure
-        from runners.common import configure_dspy
         from runners.executors.limits import RemoteRateLimiter
         from runners.program import contract_for
 
