@@ -7,8 +7,8 @@ import time
 import dspy
 
 from common.usage import UsageLedger
-from programs.mediqa_corr.medeval import MedEval
 from programs.mediqa_corr.final_parser import MedFinalParser
+from programs.mediqa_corr.medeval import MedEval
 from programs.mediqa_corr.react import MedReAct, cap
 from programs.mediqa_corr.reflect import MedReFlex
 from tasks.mediqa_corr.data import Note
