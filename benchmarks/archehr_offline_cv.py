@@ -14,6 +14,8 @@ on it:
 * embedding / similarity tuned by CV: per fold, the grid point with the best Subtask 2 (Subtask 4) micro F1 on
   the other folds predicts the held-out fold.
 * as configured: the option's values in conf/ (no tuning here); baselines need no tuning.
+* by writer: the learned stages fitted on the clean cases + one realistic set and scored on the other realistic set
+  (the two sets were written apart: the closest these files come to unseen cases from another hand).
 """
 
 from __future__ import annotations
@@ -64,12 +66,13 @@ def main() -> None:
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    cases, key, half = [], {}, {}
+    cases, key, half, source = [], {}, {}, {}
     for name, kind in SETS:
         these = load_cases(DATA / f"{name}.xml")
         cases += these
         key.update(load_key(DATA / f"{name}_key.json"))
         half.update({c.case_id: kind for c in these})
+        source.update({c.case_id: name for c in these})
     by_id = {c.case_id: c for c in cases}
     ids = sorted(by_id)
     random.Random(args.seed).shuffle(ids)
@@ -94,15 +97,25 @@ def main() -> None:
                                                      "program.question")
     learned_ev: dict[str, list[str]] = {}
     learned_al: dict[str, list] = {}
+    # ... and by writer: fitted on the clean cases + one realistic set, scored on the other set (written apart)
+    by_set: list[tuple[str, dict, dict]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for n, held in enumerate(folds):
-            train = [by_id[c] for c in ids if c not in held]
-            state = Path(tmp) / f"fold{n}.json"
+        def fit_and_predict(train_ids: list[str], test_ids: list[str], name: str) -> dict[str, object]:
+            train = [by_id[c] for c in train_ids]
+            state = Path(tmp) / f"{name}.json"
             write_state(state, fit_state(["evidence", "alignment"], train, key, question, embedder), train, key)
-            out = predict((*LEARNED_STAGES, f"program.evidence.state_path={state}",
-                           f"program.alignment.state_path={state}"), sorted(held))
+            return predict((*LEARNED_STAGES, f"program.evidence.state_path={state}",
+                            f"program.alignment.state_path={state}"), sorted(test_ids))
+
+        for n, held in enumerate(folds):
+            out = fit_and_predict([c for c in ids if c not in held], sorted(held), f"fold{n}")
             learned_ev.update({c: list(p.evidence_ids) for c, p in out.items()})
             learned_al.update({c: p.alignment for c, p in out.items()})
+        for test_set in ("realistic_cases_b", "realistic_cases_a"):
+            test_ids = [c for c in ids if source[c] == test_set]
+            out = fit_and_predict([c for c in ids if source[c] != test_set], test_ids, test_set)
+            by_set.append((test_set, {c: list(p.evidence_ids) for c, p in out.items()},
+                           {c: p.alignment for c, p in out.items()}))
     learned_seconds = time.perf_counter() - start
 
     # embedding / similarity over a grid, tuned per fold on the other folds
@@ -171,6 +184,15 @@ def main() -> None:
     print(row("baseline: first 3 sentences", align_baseline(lambda case, text: [s.id for s in case.sentences[:3]]),
               st4, "micro_"))
     print(row("baseline: the most similar note sentence", align_baseline(top1), st4, "micro_"))
+    print("\nFitted on the clean cases and one realistic set, scored on the other realistic set (another writer's):\n")
+    print("| held-out set | Subtask 2 strict micro F1 (P/R) | Subtask 4 micro F1 (P/R) |")
+    print("|---|---|---|")
+    for test_set, ev_preds, al_preds in by_set:
+        subset = sorted(ev_preds)
+        s2, s4 = st2(ev_preds, subset), st4(al_preds, subset)
+        print(f"| {test_set} ({len(subset)} cases) | {s2['strict_micro_f1']:.1f} ({s2['strict_micro_precision']:.0f}/"
+              f"{s2['strict_micro_recall']:.0f}) | {s4['micro_f1']:.1f} ({s4['micro_precision']:.0f}/"
+              f"{s4['micro_recall']:.0f}) |")
     print("\nchosen per fold (embedding):", [" ".join(c) for c in ev_chosen])
     print("chosen per fold (similarity):", [" ".join(c) for c in al_chosen])
 

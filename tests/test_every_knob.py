@@ -46,7 +46,7 @@ CHANGED = {
     # the learned stages (the default run's since #20): None/null in conf means "the state's fitted value"
     ("evidence/learned", "state_path"): str(ROOT / "tests" / "fixtures" / "archehr_offline_state_small.json"),
     ("evidence/learned", "anchor"): "patient_narrative",
-    ("evidence/learned", "threshold"): 0.9,
+    ("evidence/learned", "threshold"): 0.05,
     ("evidence/learned", "relative"): 0.3,
     ("evidence/learned", "min_selected"): 40,
     ("evidence/learned", "cuts"): [0.1, 0.2, 0.3, 0.4],
@@ -54,7 +54,7 @@ CHANGED = {
     ("alignment/learned", "max_citations"): 1,
     ("alignment/learned", "threshold"): 0.9,
     ("alignment/learned", "relative"): 0.95,
-    ("alignment/learned", "min_links"): 0,
+    ("alignment/learned", "min_links"): 3,
 }
 # The grounding check runs on an LM's answer (the default run's extractive answer quotes the note): each parameter
 # must change its verdicts on the dev cases' reference answers, which paraphrase the note.
