@@ -45,6 +45,15 @@ def _note(case: Case, record: dict[str, Any], key: KeyCase | None) -> str:
     return '<div class="note">' + "".join(rows) + "</div>"
 
 
+def _cites(case: Case, ids: list[str]) -> str:
+    return "".join(f'<a class="cite" href="#c{esc(case.case_id)}-s{esc(i)}">[{esc(i)}]</a>' for i in ids)
+
+
+def _quoted(text: str, note: dict[str, str]) -> list[str]:
+    """The note sentences an extractive answer (sentence) is made of, in order."""
+    return [t for t in note if t and t in text]
+
+
 def _answer(case: Case, record: dict[str, Any]) -> str:
     if record.get("answer") is None:
         return '<p class="muted">No note: Subtask 1 only.</p>'
@@ -56,10 +65,14 @@ def _answer(case: Case, record: dict[str, Any]) -> str:
     if not sentences:  # the alignment was of reference sentences: show our answer, checked sentence by sentence
         sentences = [{"id": v["answer_id"], "text": v["text"]} for v in verdicts.values()] or \
             [{"id": "1", "text": record["answer"]}]
+    # an extractive answer quotes note sentences: without verdicts, each quoted sentence cites its source
+    quoted = {sent.text.strip(): sent.id for sent in case.sentences}
     for a in sentences:
         v = verdicts.get(a["id"])
-        cites = "".join(f'<a class="cite" href="#c{esc(case.case_id)}-s{esc(i)}">[{esc(i)}]</a>'
-                        for i in (links.get(a["id"], []) if own else (v or {}).get("support_ids", [])))
+        ids = links.get(a["id"], []) if own else (v or {}).get("support_ids", [])
+        if not own and v is None:
+            ids = [quoted[t] for t in _quoted(a["text"], quoted)]
+        cites = _cites(case, ids)
         if v and v["verdict"] == "unsupported":
             parts.append(f'<p class="unsupported"><strong>unsupported:</strong> {esc(a["text"])}{cites} '
                          f'<span class="muted">({esc("; ".join(v["reasons"]))})</span></p>')
@@ -68,9 +81,11 @@ def _answer(case: Case, record: dict[str, Any]) -> str:
             parts.append(f"<p>{esc(a['text'])}{cites} {label}</p>")
     alignment = ""
     if not own and record.get("alignment"):
-        alignment = "<h3>Alignment of the reference answer sentences (Subtask 4)</h3>" + table(
-            ["answer sentence", "cited note sentences"],
-            [(a["answer_id"], ", ".join(a["evidence_id"]) or "none") for a in record["alignment"]])
+        rows = "".join(f"<tr><td>{esc(a['answer_id'])}</td><td>{_cites(case, a['evidence_id']) or 'none'}</td></tr>"
+                       for a in record["alignment"])
+        alignment = ("<h3>Alignment of the reference answer sentences (Subtask 4)</h3><table><thead><tr>"
+                     "<th scope=col>answer sentence</th><th scope=col>cited note sentences</th></tr></thead>"
+                     f"<tbody>{rows}</tbody></table>")
     return '<div class="answer">' + "".join(parts) + "</div>" + alignment
 
 
