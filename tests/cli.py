@@ -31,8 +31,9 @@ def run_main(*args: str, cwd: str | Path = ROOT, env: dict[str, str] | None = No
 
 
 @contextlib.contextmanager
-def fake_openai_server(reply: Callable[[str], str], model: str = "m", delay_s: float = 0.0) -> Iterator[dict]:
+def fake_openai_server(reply: Callable[[str], str | int], model: str = "m", delay_s: float = 0.0) -> Iterator[dict]:
     """Serve `model`; each chat completion answers `reply(<the request's last message>)` after `delay_s` seconds
+    (an int reply is an HTTP error status instead)
     (a slow LM makes a run long enough to interrupt, whatever the machine). Yields
     {"api_base": ..., "requests": [request bodies], "overrides": (the lm=openai_compatible overrides)}."""
     seen: dict = {"requests": []}
@@ -46,9 +47,13 @@ def fake_openai_server(reply: Callable[[str], str], model: str = "m", delay_s: f
             seen["requests"].append(body)
             time.sleep(delay_s)
             text = str((body.get("messages") or [{}])[-1].get("content"))
+            content = reply(text)
+            if isinstance(content, int):  # an HTTP error status (e.g. 503: the client retries)
+                self._send(content, {"error": {"message": f"status {content}"}})
+                return
             self._send(200, {"id": "x", "object": "chat.completion", "created": 1, "model": model,
                              "choices": [{"index": 0, "finish_reason": "stop",
-                                          "message": {"role": "assistant", "content": reply(text)}}],
+                                          "message": {"role": "assistant", "content": content}}],
                              "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}})
 
         def _send(self, status: int, body: dict) -> None:

@@ -204,45 +204,18 @@ def test_report_task_rebuilds_report_html_from_the_run_files(tmp_path):
 
 def test_retries_on_5xx_are_counted_in_usage_json(tmp_path):
     """A fake OpenAI-compatible server answers 503 twice, then `{}` (which every stage's parser rejects)."""
-    import http.server
-    import threading
+    from tests.cli import fake_openai_server
 
     seen = {"posts": 0}
 
-    class Flaky(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - /v1/models
-            self._send(200, {"object": "list", "data": [{"id": "m"}]})
+    def flaky(_: str) -> str | int:
+        seen["posts"] += 1
+        return 503 if seen["posts"] <= 2 else "{}"
 
-        def do_POST(self):  # noqa: N802
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            seen["posts"] += 1
-            if seen["posts"] <= 2:
-                self._send(503, {"error": {"message": "busy"}})
-                return
-            self._send(200, {"id": "x", "object": "chat.completion", "created": 1, "model": "m",
-                             "choices": [{"index": 0, "finish_reason": "stop",
-                                          "message": {"role": "assistant", "content": "{}"}}],
-                             "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}})
-
-        def _send(self, status, body):
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Flaky)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with fake_openai_server(flaky) as server:
         proc = main("program=archehr", "data.limit=1", "lm=openai_compatible", "lm.client.model=m",
-                    f"lm.client.api_base=http://127.0.0.1:{server.server_address[1]}/v1", "lm.client.num_retries=3",
+                    f"lm.client.api_base={server['api_base']}", "lm.client.num_retries=3",
                     "lm.client.cache=false", f"hydra.run.dir={tmp_path}", "progress=false", "metrics.bertscore=null")
-    finally:
-        server.shutdown()
     assert proc.returncode == 0, proc.stderr[-2000:]
     usage = json.loads((tmp_path / "usage.json").read_text())
     assert usage["retries"] == 2 == usage["stages"]["question"]["retries"]  # the first call was retried twice
