@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from common.config_groups import compose_config, options
+
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
@@ -36,15 +38,10 @@ def dead_stage_key(argv: list[str]) -> str | None:
               and a.lstrip("+~").startswith("program.")]
     if not params:
         return None
-    from hydra import compose, initialize_config_dir
-
-    import common.instantiate  # noqa: F401 - resolvers
-
     others = [a for a in argv if a not in params and not a.startswith("-") and "=" in a
               and not a.startswith(("hydra.", "hydra/"))]
     try:
-        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=others)
+        cfg = compose_config(*others)
     except Exception:  # noqa: BLE001 - Hydra reports a config that does not compose
         return None
     for arg in params:
@@ -54,20 +51,16 @@ def dead_stage_key(argv: list[str]) -> str | None:
         node: Any = cfg.program.get(stage)
         if not hasattr(node, "get") or not node.get("_target_") or name in node:
             continue
-        groups = _stage_groups(stage)
-        group = next((g for g in groups if any(
-            (yaml.safe_load(p.read_text(encoding="utf-8")) or {}).get("_target_") == node._target_
-            for p in g.glob("*.yaml"))), groups[0] if groups else None)
-        if group is None:
+        # the stage's group and the option in use: the one whose _target_ the composed node has
+        found = [(g.relative_to(CONF).as_posix(), o) for g in _stage_groups(stage)
+                 for o, target in options(g.relative_to(CONF).as_posix()).items() if target == node._target_]
+        if not found:
             continue
-        rel = group.relative_to(CONF).as_posix()
-        options = _option_keys(group)
-        current = next((o for o, keys in options.items()
-                        if (yaml.safe_load((group / f"{o}.yaml").read_text(encoding="utf-8")) or {}).get("_target_")
-                        == node._target_), node._target_)
-        having = [o for o, keys in options.items() if name in keys]
+        rel, current = found[0]
+        options_keys = _option_keys(CONF / rel)
+        having = [o for o, keys in options_keys.items() if name in keys]
         switch = (f"it belongs to {', '.join(having)}: add {rel}={having[0]}" if having
                   else f"no implementation of {stage} has it")
         return (f"{key}: not a parameter of the {stage} stage in use ({rel}={current}, parameters: "
-                f"{', '.join(sorted(options.get(current, set())))}); {switch}")
+                f"{', '.join(sorted(options_keys.get(current, set())))}); {switch}")
     return None
