@@ -70,6 +70,10 @@ def markdown(report: dict[str, Any]) -> str:
               f"({report['train_size']} training examples)", "", f"| | {report['metric']} |", "|---|---|"]
     lines += [f"| {name} | {fmt_score(value)} |" for name, value in score_rows(report)]
     guard = guard_lines(report)
+    review = report.get("learned_review")
+    if review:
+        lines += ["", "## Learned weights", ""] + [f"- {line}" for line in review["lines"]]
+        lines += [f"- **not adopted**: {r}" for r in review["refused"]] or ["- adopted"]
     lines += ["", "## Instruction guard", ""] + ([f"- {g}" for g in guard] or ["- no instruction was changed"])
     lines += ["", "## Predictors"]
     for p in report["predictors"]:
@@ -88,7 +92,7 @@ def markdown(report: dict[str, Any]) -> str:
         lines += md_demos("Demos before", p["demos_before"]) + md_demos("Demos after", p["demos_after"])
     if any((report.get("curated_demos") or {}).values()):
         lines += ["", f"Curated demos kept from the config (outside the predictors): {report['curated_demos']}"]
-    lines += ["", f"Saved: {report['saved']} (+ .meta.json)", ""]
+    lines += ["", f"Saved: {report['saved']} (+ .meta.json)" if report["saved"] else "Saved: nothing (not adopted)", ""]
     return "\n".join(lines)
 
 

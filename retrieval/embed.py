@@ -38,6 +38,11 @@ class Embedder:
         self.cache_size = cache_size
         self._cache: OrderedDict[tuple[bool, str], np.ndarray] = OrderedDict()
 
+    def __deepcopy__(self, memo: dict) -> Embedder:
+        """The loaded model is a shared runtime resource, not program state: a copied program (an optimizer's
+        student.deepcopy()) shares it."""
+        return self
+
     @property
     def name(self) -> str:
         """Identity recorded in an index manifest: a query must use the same model and dimension."""

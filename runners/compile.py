@@ -12,7 +12,8 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from common.contract import ProgramContract
-from common.errors import ConfigError
+from common.errors import ClinprogError, ConfigError
+from common.parameters import LearnedStateError
 from common.outputs import output_dir, write_json, write_text
 from lms import build_lm
 from optimizers.compile import data_hash, evaluate, run_optimizer, save_compiled
@@ -52,26 +53,33 @@ def build_optimizer(cfg: DictConfig, contract: ProgramContract, metric) -> Any:
 
 def compile_program(cfg: DictConfig, contract: ProgramContract, program: dspy.Module, trainset: list[dspy.Example],
                     valset: list[dspy.Example]) -> float | None:
-    from optimizers.offline_fit import compile_offline, fittable_stages
-
-    if fittable_stages(cfg, contract) and not cfg.optimizer.get("teleprompter"):
-        # learned non-LLM stages (program/archehr/<stage>=learned) are fitted, not prompted (issue #20)
-        embedder = getattr(getattr(program, "evidence", None), "embedder", None)
-        return compile_offline(cfg, contract, trainset, valset, embedder=embedder)
     metric = program_metric(cfg, contract)
+    save_to = Path(cfg.program.optimize.save_to)
+    if save_to.is_dir() or save_to.suffix != ".json":  # refused before any optimizing, not after it
+        raise ConfigError(f"program.optimize.save_to={save_to}: must name a .json file (DSPy's JSON state)")
     limits = GuardLimits.from_config(cfg.optimizer.get("guard"))
     optimizer = build_optimizer(cfg, contract, metric)
     overlap = split_overlap(trainset, valset, contract.item_id, cfg.data.get("train"), cfg.data.get("val"))
     if overlap:
         print(overlap.message)
     before_state = snapshot(program, contract.item_id)
-    before = evaluate(program, valset, metric)
-    print(f"{cfg.optimizer.metric} on {len(valset)} validation examples before: {before:.4f}")
+    try:
+        before = evaluate(program, valset, metric)
+        print(f"{cfg.optimizer.metric} on {len(valset)} validation examples before: {before:.4f}")
+    except LearnedStateError as exc:  # a learned stage with no weights yet (compiling it from scratch)
+        before = float("nan")
+        print(f"{cfg.optimizer.metric} before: not scored ({exc})")
     compiled = run_optimizer(optimizer, program, trainset, valset)
     proposed = None
     if any(p.signature.instructions != before_state[n].instruction for n, p in compiled.named_predictors()
            if n in before_state):
         proposed = evaluate(compiled, valset, metric)  # scored as the optimizer left it, before the guard
+    # a teleprompter that changes weights, not prompts (optimizer=finetune|logistic), reviews what it learned:
+    # a model worse than the trivial baselines or one that emits placeholders is not adopted
+    learned_review = optimizer.review(compiled, valset, metric) if hasattr(optimizer, "review") else None
+    if learned_review is not None:
+        for line in learned_review["lines"]:
+            print(f"learned-weights guard: {line}")
     reviews = guard_instructions(compiled, before_state, example_inputs(trainset + valset, contract.item_id), limits,
                                  contract.item_id)
     for line in guard_lines({"predictors": [r.to_json() for r in reviews]}):
@@ -81,7 +89,6 @@ def compile_program(cfg: DictConfig, contract: ProgramContract, program: dspy.Mo
     print(f"after {cfg.optimizer.name}: {after:.4f}"
           + (f" (as the optimizer proposed it: {proposed:.4f}; rejected instructions put back)" if rejected else ""))
     out = output_dir()
-    save_to = Path(cfg.program.optimize.save_to)
     guard = [r.to_json() for r in reviews]
     metadata = {
         "optimizer": OmegaConf.to_container(cfg.optimizer, resolve=True),
@@ -91,9 +98,11 @@ def compile_program(cfg: DictConfig, contract: ProgramContract, program: dspy.Mo
         "val": {"size": len(valset), "hash": data_hash(valset)},
         "train_val_overlap": overlap.message if overlap else None,
         "instruction_guard": [{k: g[k] for k in ("predictor", "verdict", "adopted", "reasons")} for g in guard],
+        "learned_review": learned_review,
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
-    for path in {save_to, out / "compiled_program.json"}:
+    refused = bool(learned_review and learned_review["refused"])
+    for path in ({out / "compiled_program.json"} if refused else {save_to, out / "compiled_program.json"}):
         save_compiled(compiled, path, metadata)
     demos = {name: len(p.demos) for name, p in compiled.named_predictors()}
     curated = {name: len(m.curated_demos) for name, m in compiled.named_sub_modules() if hasattr(m, "curated_demos")}
@@ -103,10 +112,14 @@ def compile_program(cfg: DictConfig, contract: ProgramContract, program: dspy.Mo
     report = {"program": contract.name, "optimizer": cfg.optimizer.name, "metric": cfg.optimizer.metric,
               "train_size": len(trainset), "val_size": len(valset), "scores": metadata["scores"],
               "overlap_warning": metadata["train_val_overlap"], "predictors": guard, "curated_demos": curated,
-              "saved": str(save_to), "optimizer_config": metadata["optimizer"]}
+              "saved": None if refused else str(save_to), "optimizer_config": metadata["optimizer"],
+              "learned_review": learned_review}
     write_json(out / "compile_report.json", report)
     write_text(out / "compile_report.md", compile_report.markdown(report))
     write_text(out / "compile_report.html", compile_report.html(report))
+    if refused:
+        raise ClinprogError(f"the learned weights were not adopted ({'; '.join(learned_review['refused'])}); "
+                            f"{save_to} is unchanged (what was fitted: {out / 'compiled_program.json'})")
     print(f"saved {save_to} (+{save_to.name}.meta.json); learned demos per predictor: {demos}"
           + (f"; curated demos kept from config: {curated}" if any(curated.values()) else ""))
     print(f"compile report: {out / 'compile_report.md'} (+ .html)")

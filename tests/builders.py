@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 
 import common.instantiate  # noqa: F401 - clinprog's resolvers
 from common.config_groups import compose_config
+from common.program_state import load_module_state
 from common.resources import Resources
 from runners.program import contract_for
 
@@ -32,7 +33,10 @@ def archehr_stage(stage: str, choice: str, *overrides: str, demos: list[dspy.Exa
     partial = instantiate(cfg.program[stage], _convert_="all")
     if demos is not None:
         partial.keywords["demos"] = list(demos)
-    return Resources(embedder=shared_embedder()).complete(partial, f"program.{stage}")
+    built = Resources(embedder=shared_embedder()).complete(partial, f"program.{stage}")
+    if cfg.program.get("compiled"):  # the learned stages get the compiled program's weights, as in a run
+        load_module_state(built, cfg.program.compiled, stage)
+    return built
 
 
 def program(name: str, *overrides: str, role_lms: dict[str, dspy.LM] | None = None, **resources: Any) -> dspy.Module:

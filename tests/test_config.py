@@ -28,7 +28,7 @@ def test_every_group_composes_and_resolves(lm, metrics):
     assert cfg.lm.client is None if lm == "none" else cfg.lm.client._target_.startswith("lms.factory.")
     assert cfg.program.answer.max_words == 75
     if lm == "none":  # no LM: the non-LLM implementations, with only their own parameters
-        assert "strict_threshold" not in cfg.program.evidence and "state_path" in cfg.program.evidence
+        assert "strict_threshold" not in cfg.program.evidence and "min_selected" in cfg.program.evidence
     else:
         assert cfg.program.evidence.strict_threshold == 4 and "top_share" not in cfg.program.evidence
 

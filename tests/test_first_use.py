@@ -146,7 +146,7 @@ def test_the_report_names_each_stage_implementation_and_an_lm_only_where_one_ran
 
     offline = compose_config("program=archehr", "experiment=offline_best", "lm=embedded")
     text = describe_stages(offline)
-    assert text.startswith("question=rule, evidence=learned, answer=extractive, alignment=learned")
+    assert text.startswith("question=finetuned, evidence=learned, answer=extractive, alignment=learned")
     assert text.endswith("; no LM") and "smollm2" not in text.lower()
 
     mixed = compose_config("program=archehr", "lm=embedded", "program/archehr/evidence=embedding",
@@ -159,7 +159,7 @@ def test_the_report_names_each_stage_implementation_and_an_lm_only_where_one_ran
     usage = {"cases": 1, "lm_calls_per_case": 0.0, "seconds_per_case": 0.1, "fallbacks": {}, "dropped_ids": 0,
              "grounding": None, "stages": {}, "repairs": {"total": 1, "stages": {"question": 1}}}
     md = report_markdown(offline, usage, None)
-    assert "lm=" not in md.splitlines()[0] and "- stages: question=rule" in md and "(repairs): question 1" in md
+    assert "lm=" not in md.splitlines()[0] and "- stages: question=finetuned" in md and "(repairs): question 1" in md
 
 
 def test_a_partial_archehr_submission_says_so_and_can_score_the_submitted_cases(tmp_path):

@@ -6,19 +6,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from common.errors import ClinprogError
 from programs.archehr.offline.claims import quantities, unsupported_quantities
 from programs.archehr.offline.clinical_lexicon import concepts
 from programs.archehr.offline.features import EVIDENCE_FEATURES, split_anchor
-from programs.archehr.offline.learned_state import LearnedStateError, load_stage_state
+from common.parameters import LearnedStateError
 from programs.archehr.offline.note_layout import layout
 from tasks.archehr.data import AnswerSentence, NoteSentence
-from tests.builders import archehr_stage, config, shared_embedder
+from tests.builders import archehr_stage, config, program, shared_embedder
 
 ROOT = Path(__file__).resolve().parents[1]
-STATE = ROOT / "data" / "archehr" / "offline_state.json"
+STATE = ROOT / "data" / "archehr" / "compiled_program.json"
 
 NOTE = [NoteSentence("1", "Admission Date: [**2190-2-9**] Discharge Date: [**2190-2-14**]"),
         NoteSentence("2", "History of Present Illness:"),
@@ -88,38 +89,54 @@ def _state_with(tmp_path: Path, edit) -> Path:
 
 
 @pytest.mark.parametrize(("edit", "message"), [
-    (lambda d: d["stages"]["evidence"]["scorer"]["features"].__setitem__(0, "renamed"), "fitted for feature set"),
-    (lambda d: d["stages"]["evidence"].__setitem__("feature_set", "evidence/0"), "fitted for feature set 'evidence/0'"),
-    (lambda d: d["stages"]["evidence"].__setitem__("embedder", "another-model"), "fitted with embedder 'another-model'"),
-    (lambda d: d.__setitem__("format", "something else"), "not a clinprog offline state"),
-    (lambda d: d["stages"].pop("evidence"), "holds no fitted evidence stage"),
-    (lambda d: d["stages"]["evidence"]["scorer"].__setitem__("coef", [1.0]), "malformed evidence scorer"),
+    (lambda d: d["evidence.scorer"]["features"].__setitem__(0, "renamed"), "new here: ['"),
+    (lambda d: d["evidence.scorer"].__setitem__("feature_set", "evidence/0"), "fitted for feature set 'evidence/0'"),
+    (lambda d: d["evidence.scorer"].__setitem__("embedder", "another-model"), "fitted with embedder 'another-model'"),
+    (lambda d: d["evidence.scorer"].__setitem__("format", "something else"), "not a 'clinprog-logistic/1' state"),
+    (lambda d: d.pop("evidence.scorer"), "holds no evidence.scorer"),
+    (lambda d: d["evidence.scorer"].__setitem__("coef", [1.0]), "must hold"),
+    (lambda d: d["evidence.scorer"].__setitem__("scale", [0.0] * len(d["evidence.scorer"]["scale"])), "scale of 0"),
+    (lambda d: d["evidence.scorer"].__setitem__("selection", [1, 2, 3]), "selection must map names"),
+    (lambda d: d["evidence.scorer"]["selection"].__setitem__("threshold", "abc"), "selection must map names"),
+    (lambda d: d["evidence.scorer"].__setitem__("coef", []), "must hold"),
 ])
 def test_a_state_that_does_not_fit_the_code_is_refused_in_one_line(tmp_path, edit, message):
     path = _state_with(tmp_path, edit)
-    with pytest.raises(LearnedStateError) as err:
-        archehr_stage("evidence", "learned", f"program.evidence.state_path={path}")
+    with pytest.raises(ClinprogError) as err:
+        program("archehr", "lm=none", "program/archehr/question=baseline", f"program.compiled={path}")
     text = str(err.value)
-    assert message in text and "\n" not in text and text.startswith("program.evidence.state_path=")
-    assert isinstance(err.value, ClinprogError)  # main.py prints it as one `error:` line
+    assert message in text and "\n" not in text and text.startswith(f"program.compiled={path}")
 
 
-def test_a_missing_state_names_the_key_and_how_to_fit_one(tmp_path):
-    with pytest.raises(LearnedStateError, match=r"program.alignment.state_path=.*nope.json: no such file; .*task=compile"):
-        archehr_stage("alignment", "learned", f"program.alignment.state_path={tmp_path / 'nope.json'}")
+def test_a_missing_or_unreadable_state_is_one_line(tmp_path):
+    with pytest.raises(ClinprogError, match=r"program.compiled=.*nope.json: no such file"):
+        program("archehr", "lm=none", f"program.compiled={tmp_path / 'nope.json'}")
+    bad = tmp_path / "bad.json"
+    bad.write_text(STATE.read_text())
+    (tmp_path / "bad.json.meta.json").write_text("{not json")
+    with pytest.raises(ClinprogError, match=r"bad.json.meta.json: not JSON"):
+        program("archehr", "lm=none", "program/archehr/question=baseline", f"program.compiled={bad}")
 
 
-def test_the_shipped_state_loads_and_records_what_it_was_fitted_on():
-    data = json.loads(STATE.read_text())
-    state = load_stage_state(STATE, "evidence", data["stages"]["evidence"]["feature_set"], EVIDENCE_FEATURES,
-                             shared_embedder().name, "program.evidence.state_path")
-    assert 0 < state.selection["threshold"] < 1
-    meta = data["meta"]
-    assert meta["features"]["evidence"]["names"] == list(EVIDENCE_FEATURES)
-    assert {"numpy", "scikit-learn", "python"} <= set(meta["libraries"]) and len(meta["train"]["hash"]) == 16
+def test_no_compiled_program_leaves_the_learned_heads_unfitted_and_says_so_when_they_run():
+    stage = program("archehr", "lm=none", "program/archehr/question=baseline", "program.compiled=null").evidence
+    with pytest.raises(LearnedStateError, match=r"program.evidence \(learned\): its scorer is not fitted.*optimizer=logistic"):
+        stage(f"What was his potassium level? {NARRATIVE}", NOTE)
 
 
-def test_a_configured_threshold_overrides_the_states():
+def test_the_shipped_state_is_the_default_compiled_program_and_round_trips_through_save():
+    built = program("archehr", "lm=none", "program/archehr/question=baseline")
+    assert built.evidence.scorer.fitted and built.alignment.scorer.fitted
+    assert 0 < built.evidence.scorer.selection["threshold"] < 1
+    state = built.dump_state()
+    assert {"evidence.scorer", "alignment.scorer"} <= set(state)
+    assert state["evidence.scorer"]["features"] == list(EVIDENCE_FEATURES)
+    fresh = program("archehr", "lm=none", "program/archehr/question=baseline", "program.compiled=null")
+    fresh.load_state({k: v for k, v in state.items()})
+    assert np.allclose(fresh.evidence.scorer.coef, built.evidence.scorer.coef)
+
+
+def test_a_configured_threshold_overrides_the_fitted_one():
     everything = archehr_stage("evidence", "learned", "program.evidence.threshold=0.0")
     strict = archehr_stage("evidence", "learned", "program.evidence.threshold=1.0", "program.evidence.relative=1.0",
                            "program.evidence.min_selected=1")
@@ -128,35 +145,47 @@ def test_a_configured_threshold_overrides_the_states():
     assert len(strict(anchor, NOTE).evidence_ids) == 1
 
 
-def test_compile_fits_the_learned_stages_scores_val_before_and_after_and_saves_the_state(tmp_path, monkeypatch):
-    import common.outputs
-    from optimizers.offline_fit import compile_offline
+@pytest.mark.parametrize("override", ["program.evidence.threshold=abc", "program.evidence.min_selected=abc",
+                                      "program.evidence.threshold=7", "program.evidence.min_selected=-1"])
+def test_a_selection_override_out_of_range_is_one_config_line(override):
+    with pytest.raises(ClinprogError, match=override.split("=")[0]):
+        archehr_stage("evidence", "learned", override)
+
+
+def test_the_logistic_optimizer_fits_the_heads_with_dspys_compile_shape(tmp_path):
+    from common.program_state import load_compiled, save_compiled
+    from optimizers.logistic import LogisticFit
     from runners.program import contract_for
 
     data = ROOT / "data" / "archehr"
-    save_to = tmp_path / "compiled" / "offline.json"
-    cfg = config("program=archehr", "lm=none", "program/archehr/evidence=learned", "program/archehr/alignment=learned",
-                 f"data.train={data / 'dev_cases.xml'}", f"data.train_key={data / 'dev_cases_key.json'}",
-                 f"data.val={data / 'bundled_cases.xml'}", f"data.val_key={data / 'bundled_cases_key.json'}",
-                 "optimizer.metric=archehr_evidence", f"program.optimize.save_to={save_to}")
-    monkeypatch.setattr(common.outputs, "output_dir", lambda: tmp_path)
+    cfg = config("program=archehr", "lm=none", "program/archehr/question=baseline",
+                 f"data.train={data / 'dev_cases.xml'}", f"data.train_key={data / 'dev_cases_key.json'}")
     contract = contract_for(cfg)
-    after = compile_offline(cfg, contract, contract.examples(cfg, "train"), contract.examples(cfg, "val"),
-                            embedder=shared_embedder())
-    scores = json.loads((tmp_path / "scores.json").read_text())
-    assert scores["after"] == after and scores["fitted"] == ["evidence", "alignment"]
-    assert "subtask_2_strict_micro_f1" in scores["stages_before"] and "subtask_4_micro_f1" in scores["stages_after"]
-    state = json.loads(save_to.read_text())
-    assert state["meta"]["train"]["cases"] == 34 and state["meta"]["scores"]["before"] == scores["before"]
-    # the saved state is what a run loads
-    stage = archehr_stage("evidence", "learned", f"program.evidence.state_path={save_to}")
-    assert stage(f"What was his potassium level? {NARRATIVE}", NOTE).evidence_ids
+    student = contract.build(cfg, None, embedder=shared_embedder())
+    compiled = LogisticFit(c=0.3).compile(student, trainset=contract.examples(cfg, "train"))
+    assert compiled is not student and compiled.evidence.scorer.fit["cases"] == 34
+    assert compiled.evidence.scorer.fit["case_ids"][0] == "1001"
+    assert not (compiled.evidence.scorer.coef == student.evidence.scorer.coef).all()  # the student is untouched
+    path = save_compiled(compiled, tmp_path / "heads.json", {"scores": {}})
+    again = load_compiled(contract.build(cfg.copy(), None, embedder=shared_embedder()), path)
+    assert np.allclose(again.alignment.scorer.coef, compiled.alignment.scorer.coef, atol=1e-7)
 
 
-def test_compile_says_when_the_state_in_use_was_fitted_on_the_validation_cases():
-    from optimizers.offline_fit import _fitted_on
+def test_the_logistic_optimizer_refuses_a_key_without_answer_sentences(tmp_path):
+    from optimizers.logistic import LogisticFit
+    from runners.program import contract_for
 
-    cfg = config("program=archehr", "lm=none")  # the shipped state: fitted on the dev and realistic cases
-    warning = _fitted_on(cfg, ["evidence", "alignment"], {"1001", "2001", "other"})
-    assert warning.startswith("warning:") and "fitted on 2 of the 3 validation cases" in warning
-    assert _fitted_on(cfg, ["evidence"], {"other"}) is None
+    data = ROOT / "data" / "archehr"
+    key = json.loads((data / "dev_cases_key.json").read_text())
+    for case in key:
+        case.pop("clinician_answer_sentences", None)
+    (tmp_path / "k.json").write_text(json.dumps(key))
+    cfg = config("program=archehr", "lm=none", "program/archehr/question=baseline",
+                 f"data.train={data / 'dev_cases.xml'}", f"data.train_key={tmp_path / 'k.json'}")
+    contract = contract_for(cfg)
+    try:
+        trainset = contract.examples(cfg, "train")
+    except ClinprogError:
+        return  # the key loader already refuses it in one line
+    with pytest.raises(ClinprogError, match="clinician_answer_sentences"):
+        LogisticFit().compile(contract.build(cfg, None, embedder=shared_embedder()), trainset=trainset)

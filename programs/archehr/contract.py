@@ -31,6 +31,7 @@ from tasks.archehr.data import (
     check_key,
     load_cases,
     load_key,
+    load_question_pairs,
     resolve_key,
 )
 from tasks.archehr.metrics import (
@@ -58,7 +59,12 @@ class ArchEHRContract(ProgramContract[Case]):
     # --- inputs -------------------------------------------------------------------------------------------------
     def load(self, cfg: DictConfig, split: str = "run") -> Inputs[Case]:
         cases_field, key_field = SPLITS[split]
-        cases_path = cfg.data[cases_field]
+        paths = cfg.data[cases_field]
+        if split != "run" and not isinstance(paths, str) and paths is not None:  # data.train / data.val: a list
+            return self._load_files([str(p) for p in paths], cfg.data.get(key_field), key_field)
+        cases_path = paths
+        if split != "run" and str(cases_path).endswith(".jsonl"):
+            return self._load_files([str(cases_path)], cfg.data.get(key_field), key_field)
         cases = load_cases(cases_path)
         key_path = resolve_key(cases_path, cfg.data.get(key_field))
         key = None
@@ -75,7 +81,37 @@ class ArchEHRContract(ProgramContract[Case]):
         demos = (cfg.program.get("question") or {}).get("demos") or {}
         if demos.get("path"):  # the LM question stage's few-shot demos
             files["question_demos"] = str(demos.path)
-        return Inputs(cases, references={"key": key, "key_path": str(key_path) if key_path else None}, files=files)
+        return Inputs(cases, references={"key": key, "key_path": str(key_path) if key_path else None,
+                                         "registers": {}}, files=files)
+
+    @staticmethod
+    def _load_files(paths: list[str], key_setting: Any, key_field: str) -> Inputs[Case]:
+        """data.train / data.val as several files: ArchEHR XML (each with its key: `auto` only) and question-pair
+        JSON lines (`load_question_pairs`: the consumer register); ids must not repeat across the files."""
+        if len(paths) > 1 and str(key_setting) != "auto" and key_setting is not None:
+            raise ConfigError(f"data.{key_field}={key_setting}: with several files each key is found beside its file; "
+                              f"set data.{key_field}=auto")
+        cases: list[Case] = []
+        key: dict[str, Any] = {}
+        registers: dict[str, str] = {}
+        for path in paths:
+            if path.endswith(".jsonl"):
+                these = load_question_pairs(path)
+                registers.update({c.case_id: "consumer" for c in these})
+            else:
+                these = load_cases(path)
+                key_path = resolve_key(path, key_setting)
+                if key_path is not None:
+                    their_key = load_key(key_path)
+                    check_key(their_key, these, key_path)
+                    key.update(their_key)
+            seen = {c.case_id for c in cases}
+            repeated = sorted(c.case_id for c in these if c.case_id in seen)
+            if repeated:
+                raise ArchEHRDataError(f"{path}: case ids {repeated[:3]} are in another data.{key_field[:-4]} file too")
+            cases += these
+        return Inputs(cases, references={"key": key or None, "key_path": None, "registers": registers},
+                      files={f"cases_{i}": p for i, p in enumerate(paths)})
 
     def item_id(self, item: Case) -> str:
         return item.case_id
@@ -139,7 +175,7 @@ class ArchEHRContract(ProgramContract[Case]):
         program = shared.complete(instantiate(p.cascade, _convert_="all"), "program.cascade", offline_fallbacks=fallbacks,
                                   grounding=grounding, **stages)
         if p.get("compiled"):
-            from optimizers.compile import load_compiled
+            from common.program_state import load_compiled
 
             load_compiled(program, p.compiled)
         return program
@@ -268,8 +304,10 @@ class ArchEHRContract(ProgramContract[Case]):
         """Cases as DSPy examples: the case is the input; the key and the reference question are for the metric."""
         inputs = self.load(cfg, split)
         key = inputs.references["key"] or {}
-        return [dspy.Example(case=c, key=key.get(c.case_id), clinician_question=c.clinician_question)
-                .with_inputs("case") for c in inputs.items]
+        registers = inputs.references.get("registers") or {}
+        return [dspy.Example(case=c, key=key.get(c.case_id), clinician_question=c.clinician_question,
+                             register=registers.get(c.case_id, "clinician")).with_inputs("case")
+                for c in inputs.items]
 
     def describe(self, gold: dspy.Example, pred: Any, value: float) -> str:
         return optimizer_metrics.describe_archehr(gold, pred, value)

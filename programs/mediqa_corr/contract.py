@@ -71,7 +71,7 @@ class MediqaCorrContract(ProgramContract[Note]):
         shared = Resources(role_lms=dict(role_lms or {}), search=search)
         program = shared.complete(instantiate(cfg.program.module, _convert_="all"), "program.module")
         if cfg.program.get("compiled"):
-            from optimizers.compile import load_compiled
+            from common.program_state import load_compiled
 
             load_compiled(program, cfg.program.compiled)
         return program

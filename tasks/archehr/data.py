@@ -232,3 +232,26 @@ def check_key(key: dict[str, KeyCase], cases: list[Case], path: str | Path) -> N
 
 def _id_order(sid: str) -> tuple[int, str]:
     return (int(sid), "") if sid.isdigit() else (1 << 30, sid)
+
+
+def load_question_pairs(path: str | Path) -> list[Case]:
+    """Consumer health questions with experts' short questions (JSON lines `{id, question, summary}`: MeQSum,
+    MEDIQA-QS) as note-less cases: the question is the narrative, the summary the reference. Ids are prefixed with
+    the file's stem, so two sets never share an id."""
+    path = Path(path)
+    if not path.is_file():
+        raise ArchEHRDataError(f"{path}: no such file")
+    cases = []
+    for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            qid, question, summary = str(row["id"]), str(row["question"]), str(row["summary"])
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ArchEHRDataError(f"{path}:{n}: not a {{id, question, summary}} JSON line ({type(exc).__name__})") \
+                from None
+        cases.append(Case(f"{path.stem}:{qid}", question, clinician_question=summary))
+    if not cases:
+        raise ArchEHRDataError(f"{path}: no question pairs")
+    return cases

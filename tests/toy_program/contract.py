@@ -50,7 +50,7 @@ class FeverContract(ProgramContract[FeverNote]):
     def build(self, cfg: DictConfig, role_lms: dict[str, dspy.LM] | None, **resources: Any) -> dspy.Module:
         program = Resources(role_lms=dict(role_lms or {})).complete(instantiate(cfg.program.module), "program.module")
         if cfg.program.get("compiled"):
-            from optimizers.compile import load_compiled
+            from common.program_state import load_compiled
 
             load_compiled(program, cfg.program.compiled)
         return program

@@ -1,9 +1,8 @@
-"""Non-LLM implementations of the four ArchEHR stages: same inputs and outputs as the LM stages."""
+"""Non-LLM implementations of the ArchEHR stages 2-4: same inputs and outputs as the LM stages (stage 1 without an
+API LM: programs/archehr/question_model.py, the learned one; question_baseline.py, the trivial one)."""
 
 from programs.archehr.offline.align import SimilarityAligner
 from programs.archehr.offline.answer import ExtractiveAnswer
 from programs.archehr.offline.evidence import EmbeddingEvidenceScorer, EmbeddingLikertEvidenceScorer
-from programs.archehr.offline.question import RuleQuestionInterpreter
 
-__all__ = ["EmbeddingEvidenceScorer", "EmbeddingLikertEvidenceScorer", "ExtractiveAnswer", "RuleQuestionInterpreter",
-           "SimilarityAligner"]
+__all__ = ["EmbeddingEvidenceScorer", "EmbeddingLikertEvidenceScorer", "ExtractiveAnswer", "SimilarityAligner"]

@@ -3,7 +3,7 @@ sentence) pair (alignment).
 
 Similarities are read relative to the note (divided by the note's best, ranked, standardised within the note)
 because MiniLM cosines and BM25 scores shift a lot between notes while their order within a note does not. The
-names are part of a fitted state: a state fitted for another feature list is refused (`learned_state.py`), so
+names are part of a fitted state: a state fitted for another feature list is refused (`common/parameters.py`), so
 changing a feature here means bumping its set's version.
 """
 

@@ -1,6 +1,7 @@
 """Stages 2 and 4 without an LM, learned: a logistic scorer over features (`features.py`) and a selection rule,
-both fitted against the subtask's metric by `optimizers/offline_fit.py` and read from a saved state
-(`state_path`, `learned_state.py`).
+both fitted against the subtask's metric by `optimizer=logistic` (optimizers/logistic.py). The scorer is a DSPy
+parameter of the stage (`scorer`, a `common.parameters.LogisticHead`): saved by `program.save()` and loaded with
+the compiled program (`program.compiled`, by default the shipped one).
 
 Evidence: P(essential) per note sentence; the sentences with P >= `threshold` (or >= `relative` x the note's best),
 at least `min_selected`. Alignment: P(cited) per (answer sentence, note sentence) pair; per answer sentence the
@@ -26,7 +27,7 @@ from programs.archehr.offline.features import (
     evidence_features,
     split_anchor,
 )
-from programs.archehr.offline.learned_state import StageState, load_stage_state
+from common.parameters import LearnedStateError, LogisticHead
 from programs.archehr.stages import check_anchor
 from retrieval.embed import Embedder
 from tasks.archehr.data import AnswerSentence, NoteSentence
@@ -58,11 +59,31 @@ def select_links(probabilities: np.ndarray, threshold: float, relative: float, m
             if n < min_links or (probabilities[j] >= threshold and probabilities[j] >= relative * best)]
 
 
-def _setting(name: str, configured: Any, state: StageState, where: str) -> Any:
-    value = configured if configured is not None else state.selection.get(name)
+def _check(where: str, name: str, value: Any, low: float, high: float | None, integer: bool = False) -> Any:
+    """A configured override: a number in [low, high] (an integer when `integer`), or None (the fitted value)."""
     if value is None:
-        raise ConfigError(f"{where}.{name}: not in the state and not set")
+        return None
+    ok = not isinstance(value, bool) and isinstance(value, int if integer else (int, float))
+    if not ok or value < low or (high is not None and value > high) or value != value:
+        bounds = f"[{low}, {high}]" if high is not None else f">= {low}"
+        raise ConfigError(f"{where}.{name} must be {'an integer' if integer else 'a number'} {bounds} or null (the "
+                          f"fitted value), not {value!r}")
     return value
+
+
+def _selection(head: LogisticHead, overrides: dict[str, Any], where: str) -> dict[str, Any]:
+    """The selection rule in use: each configured value, else the head's fitted one."""
+    if not head.fitted:
+        raise LearnedStateError(f"{where} (learned): its scorer is not fitted; load a compiled program "
+                                "(program.compiled=PATH, the shipped one by default) or fit one: task=compile "
+                                "optimizer=logistic")
+    out = {}
+    for name, value in overrides.items():
+        chosen = value if value is not None else head.selection.get(name)
+        if chosen is None:
+            raise LearnedStateError(f"{where}.{name}: not in the fitted state and not set")
+        out[name] = chosen
+    return out
 
 
 class LearnedEvidenceScorer(dspy.Module):
@@ -71,32 +92,34 @@ class LearnedEvidenceScorer(dspy.Module):
 
     uses_lm = False
 
-    def __init__(self, embedder: Embedder, state_path: str, anchor: str = "both", threshold: float | None = None,
+    def __init__(self, embedder: Embedder, anchor: str = "both", threshold: float | None = None,
                  relative: float | None = None, min_selected: int | None = None,
                  cuts: tuple[float, ...] = DEFAULT_CUTS) -> None:
         super().__init__()
         self.embedder = embedder
         self.anchor = check_anchor(anchor)
         where = "program.evidence"
-        self.state = load_stage_state(state_path, "evidence", EVIDENCE_FEATURE_SET, EVIDENCE_FEATURES,
-                                      embedder.name, f"{where}.state_path")
-        self.threshold = float(_setting("threshold", threshold, self.state, where))
-        self.relative = float(_setting("relative", relative, self.state, where))
-        self.min_selected = int(_setting("min_selected", min_selected, self.state, where))
-        if not 0.0 <= self.threshold <= 1.0 or not 0.0 <= self.relative <= 1.0 or self.min_selected < 0:
-            raise ConfigError(f"{where}: threshold and relative must be in [0, 1], min_selected >= 0")
+        self.overrides = {"threshold": _check(where, "threshold", threshold, 0.0, 1.0),
+                          "relative": _check(where, "relative", relative, 0.0, 1.0),
+                          "min_selected": _check(where, "min_selected", min_selected, 0, None, integer=True)}
+        self.scorer = LogisticHead(EVIDENCE_FEATURE_SET, EVIDENCE_FEATURES, embedder.name)
         self.cuts = tuple(cuts)
+
+    def selection(self) -> dict[str, Any]:
+        return _selection(self.scorer, self.overrides, "program.evidence")
 
     def probabilities(self, anchor: str, sentences: list[NoteSentence]) -> np.ndarray:
         question, narrative = split_anchor(anchor) if self.anchor == "both" else (anchor, anchor)
         x = evidence_features(self.embedder, question, narrative, [s.text for s in sentences])
-        p = self.state.scorer.probabilities(x)
+        p = self.scorer.probabilities(x)
         return np.where([is_header(s.text) for s in sentences], 0.0, p)
 
     def forward(self, clinician_question: str, sentences: list[NoteSentence]) -> dspy.Prediction:
+        rule = self.selection()
         p = self.probabilities(clinician_question, sentences)
         candidates = np.array([not is_header(s.text) for s in sentences], dtype=bool)
-        chosen = select_evidence(p, candidates, self.threshold, self.relative, self.min_selected)
+        chosen = select_evidence(p, candidates, float(rule["threshold"]), float(rule["relative"]),
+                                 int(rule["min_selected"]))
         best = float(p.max()) if len(p) else 0.0
         chosen_set = set(chosen)
         # Likert scores for display agree with the selection: 4-5 selected, 1-3 not (P / the note's best P by `cuts`)
@@ -114,33 +137,37 @@ class LearnedAligner(dspy.Module):
 
     uses_lm = False
 
-    def __init__(self, embedder: Embedder, state_path: str, max_citations: int = 3, threshold: float | None = None,
+    def __init__(self, embedder: Embedder, max_citations: int = 3, threshold: float | None = None,
                  relative: float | None = None, min_links: int | None = None) -> None:
         super().__init__()
         self.embedder = embedder
         where = "program.alignment"
-        self.state = load_stage_state(state_path, "alignment", ALIGNMENT_FEATURE_SET, ALIGNMENT_FEATURES,
-                                      embedder.name, f"{where}.state_path")
+        if isinstance(max_citations, bool) or not isinstance(max_citations, int) or max_citations < 1:
+            raise ConfigError(f"{where}.max_citations must be an integer >= 1, not {max_citations!r}")
         self.max_citations = max_citations
-        self.threshold = float(_setting("threshold", threshold, self.state, where))
-        self.relative = float(_setting("relative", relative, self.state, where))
-        self.min_links = int(_setting("min_links", min_links, self.state, where))
-        if max_citations < 1:
-            raise ConfigError(f"{where}.max_citations must be >= 1, not {max_citations!r}")
+        self.overrides = {"threshold": _check(where, "threshold", threshold, 0.0, 1.0),
+                          "relative": _check(where, "relative", relative, 0.0, 1.0),
+                          "min_links": _check(where, "min_links", min_links, 0, None, integer=True)}
+        self.scorer = LogisticHead(ALIGNMENT_FEATURE_SET, ALIGNMENT_FEATURES, embedder.name)
+
+    def selection(self) -> dict[str, Any]:
+        return _selection(self.scorer, self.overrides, "program.alignment")
 
     def probabilities(self, answer_sentences: list[AnswerSentence], candidates: list[NoteSentence]) -> np.ndarray:
         x = alignment_features(self.embedder, [a.text for a in answer_sentences], [s.text for s in candidates])
-        return self.state.scorer.probabilities(x)
+        return self.scorer.probabilities(x)
 
     def forward(self, answer_sentences: list[AnswerSentence], sentences: list[NoteSentence]) -> dspy.Prediction:
         candidates = [s for s in sentences if not is_header(s.text)]
         if not answer_sentences or not candidates:
             return dspy.Prediction(alignment=[{"answer_id": a.id, "evidence_id": []} for a in answer_sentences],
                                    dropped_ids=0, fallback=None)
+        rule = self.selection()
         p = self.probabilities(answer_sentences, candidates)
         alignment = []
         for answer, row in zip(answer_sentences, p, strict=True):
-            links = select_links(row, self.threshold, self.relative, self.max_citations, self.min_links)
+            links = select_links(row, float(rule["threshold"]), float(rule["relative"]), self.max_citations,
+                                 int(rule["min_links"]))
             alignment.append({"answer_id": answer.id, "evidence_id": sorted((candidates[j].id for j in links),
                                                                             key=[s.id for s in candidates].index)})
         return dspy.Prediction(alignment=alignment, dropped_ids=0, fallback=None)

@@ -1,0 +1,126 @@
+"""A program's saved state: DSPy JSON (`program.save()`: demos, instructions and every learned parameter) beside a
+`.meta.json` (what it was compiled for and on), and loading it back safely.
+
+Loading is by parameter name, as `dspy.Module.load_state` does, with three checks first: the file was saved from the
+same program class; each predictor present in both has the same signature fields; and every learned parameter of
+the program (a `common.parameters` weight: the question adapter, the evidence and alignment heads) is in the file.
+A Predict the file does not name keeps its configured state (zero-shot or curated demos): one shipped state serves
+the learned stages whichever LM the other stages use.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import dspy
+import orjson
+
+from common.errors import ClinprogError
+from common.parameters import LogisticHead, LoraAdapter
+
+METADATA_SUFFIX = ".meta.json"
+LEARNED = (LogisticHead, LoraAdapter)
+
+
+class CompiledProgramError(ClinprogError, ValueError):
+    """A saved program that does not fit the program it is loaded into."""
+
+
+def program_fingerprint(program: dspy.Module) -> dict[str, list[str]]:
+    """Predictor names and their signatures' fields: what a saved state must match to be loadable."""
+    return {name: [*pred.signature.input_fields, *pred.signature.output_fields]
+            for name, pred in program.named_predictors()}
+
+
+def learned_parameters(program: dspy.Module) -> dict[str, Any]:
+    return {name: p for name, p in program.named_parameters() if isinstance(p, LEARNED)}
+
+
+def save_compiled(program: dspy.Module, path: str | Path, metadata: dict[str, Any]) -> Path:
+    """program.save() (JSON, never pickle) and its meta, each written whole (a temporary file, then a rename)."""
+    path = Path(path)
+    if path.is_dir():
+        raise CompiledProgramError(f"{path}: is a folder; program.optimize.save_to must name a .json file")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.json")
+    program.save(str(tmp))
+    meta = {**metadata, "program": type(program).__name__, "predictors": program_fingerprint(program),
+            "learned": sorted(learned_parameters(program)), "dspy_version": dspy.__version__,
+            "saved": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    meta_tmp = Path(str(tmp) + METADATA_SUFFIX)
+    meta_tmp.write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    tmp.replace(path)
+    meta_tmp.replace(Path(str(path) + METADATA_SUFFIX))
+    return path
+
+
+def read_meta(path: str | Path) -> dict[str, Any] | None:
+    meta_path = Path(str(path) + METADATA_SUFFIX)
+    if not meta_path.is_file():
+        return None
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CompiledProgramError(f"{meta_path}: not JSON ({exc})") from None
+    if not isinstance(meta, dict):
+        raise CompiledProgramError(f"{meta_path}: not a JSON object")
+    return meta
+
+
+def load_compiled(program: dspy.Module, path: str | Path) -> dspy.Module:
+    """Load a saved state into `program`, refusing one compiled for another program, other signatures, or one that
+    lacks a learned parameter the program needs."""
+    path = Path(path)
+    if not path.is_file():
+        raise CompiledProgramError(f"program.compiled={path}: no such file")
+    meta = read_meta(path)
+    expected = program_fingerprint(program)
+    if meta is not None:
+        theirs = meta.get("predictors") or {}
+        differ = sorted(n for n in set(theirs) & set(expected) if theirs[n] != expected[n])
+        if meta.get("program") != type(program).__name__ or differ:
+            raise CompiledProgramError(
+                f"{path} was compiled for {meta.get('program')} with predictors {sorted(theirs)}; this is "
+                f"{type(program).__name__} with {sorted(expected)}" + (f" (other fields: {differ})" if differ else "")
+                + ": compile it again for this program")
+    try:
+        state = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise CompiledProgramError(f"program.compiled={path}: not a JSON state ({exc})") from None
+    if not isinstance(state, dict):
+        raise CompiledProgramError(f"program.compiled={path}: not a JSON object")
+    missing = sorted(name for name in learned_parameters(program) if name not in state)
+    if missing:
+        raise CompiledProgramError(f"program.compiled={path}: holds no {', '.join(missing)} (the learned weights this "
+                                   "program's stages need); compile them: task=compile optimizer=finetune|logistic")
+    params = dict(program.named_parameters())
+    try:
+        for name, param in params.items():
+            if name in state:
+                param.load_state(state[name])
+    except ClinprogError as exc:
+        raise CompiledProgramError(f"program.compiled={path}: {exc}") from None
+    except Exception as exc:  # a Predict's state of another shape
+        raise CompiledProgramError(f"{path}: cannot be loaded into {type(program).__name__}: "
+                                   f"{type(exc).__name__}: {exc}") from None
+    return program
+
+
+def load_module_state(module: dspy.Module, path: str | Path, prefix: str) -> dspy.Module:
+    """The state of one stage of a saved program (its parameters under `prefix.`): how a stage built alone (a test,
+    a benchmark) gets the compiled program's weights."""
+    try:
+        state = orjson.loads(Path(path).read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise CompiledProgramError(f"{path}: not a JSON state ({exc})") from None
+    for name, param in module.named_parameters():
+        key = f"{prefix}.{name}"
+        if key in state:
+            try:
+                param.load_state(state[key])
+            except ClinprogError as exc:
+                raise CompiledProgramError(f"{path}: {exc}") from None
+    return module

@@ -1,0 +1,29 @@
+"""Stage 1 by a trivial baseline: a sentence of the message, cut to `max_words` (no LM, no weights).
+
+What a learned question stage must beat (`optimizers/finetune.review_questions`), and the offline fallback of the
+LM question stage: the patient's own words, never an invented question."""
+
+from __future__ import annotations
+
+import dspy
+
+from common.errors import ConfigError
+from programs.archehr.question_text import BASELINES, normalise_message
+from programs.archehr.text import truncate_words
+
+
+class BaselineQuestion(dspy.Module):
+    uses_lm = False
+
+    def __init__(self, max_words: int = 15, method: str = "first question sentence") -> None:
+        super().__init__()
+        if method not in BASELINES:
+            raise ConfigError(f"program.question.method must be one of {sorted(BASELINES)}, not {method!r}")
+        if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
+            raise ConfigError(f"program.question.max_words must be an integer >= 1, not {max_words!r}")
+        self.max_words, self.method = max_words, method
+
+    def forward(self, patient_narrative: str, patient_question: str = "") -> dspy.Prediction:
+        message = normalise_message(patient_narrative or "")
+        question = truncate_words(BASELINES[self.method](message), self.max_words) if message else ""
+        return dspy.Prediction(clinician_question=question, fallback=None)

@@ -1,0 +1,93 @@
+"""Generic text handling around the learned question stage: what goes in (the message, cut to a token budget) and
+what comes out (one question of at most `max_words` words). No word lists of any data set: form only."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from programs.archehr.text import split_sentences
+
+# Web-form labels some messages carry ("SUBJECT: ... MESSAGE: ..."): labels, not the writer's words.
+_FORM_LABEL = re.compile(r"(?im)^\s*(subject|message|question)\s*:\s*")
+_SPACE = re.compile(r"\s+")
+_MAX_WORD_CHARS = 40   # a longer "word" is cut before any per-token work (a 1 MB run of letters costs nothing)
+_LEADING_LABEL = re.compile(r"^\s*(?:question|clinician question|summary|answer)\s*:\s*", re.IGNORECASE)
+
+
+def normalise_message(text: str, max_chars: int = 20_000) -> str:
+    """The message as one line: form labels dropped, whitespace collapsed, every word cut to 40 characters, and a
+    message longer than `max_chars` kept as its first and last halves of that (its question is often at its end).
+    Linear in the input: the cost of anything after this is bounded by these limits, whatever the input."""
+    words = [w[:_MAX_WORD_CHARS] for w in _SPACE.split(_FORM_LABEL.sub(" ", text)) if w]
+    line = " ".join(words)
+    if len(line) > max_chars:
+        half = max_chars // 2
+        line = line[:half].rsplit(" ", 1)[0] + " ... " + line[-half:].split(" ", 1)[-1]
+    return line.strip()
+
+
+def fit_to_budget(message: str, count_tokens: Callable[[str], int], budget: int) -> str:
+    """`message` if it has at most `budget` tokens; else its sentences that fit, questions first, then the earliest,
+    kept in the message's order (a long message's question is often at its end, its context at its start)."""
+    if count_tokens(message) <= budget:
+        return message
+    sentences = split_sentences(message) or [message]
+    order = sorted(range(len(sentences)), key=lambda i: (not sentences[i].rstrip().endswith("?"), i))
+    kept: set[int] = set()
+    used = 0
+    for i in order:
+        n = count_tokens(sentences[i])
+        if used + n > budget:
+            continue
+        kept.add(i)
+        used += n
+    if not kept:  # one sentence longer than the budget: its first words
+        words = sentences[order[0]].split()
+        while words and count_tokens(" ".join(words)) > budget:
+            words = words[: max(1, int(len(words) * 0.8))] if len(words) > 1 else []
+        return " ".join(words)
+    return " ".join(sentences[i] for i in sorted(kept))
+
+
+def finish_question(text: str, max_words: int) -> str:
+    """One question from a model's reply: its first line, a leading label removed, at most `max_words` words, ending
+    in '?'. Empty when nothing is left."""
+    line = next((ln for ln in text.strip().splitlines() if ln.strip()), "")
+    line = _LEADING_LABEL.sub("", line).strip().strip('"').strip()
+    if "?" in line:  # a reply that goes on after its question: the question
+        line = line[: line.index("?") + 1]
+    words = line.split()[:max_words]
+    if not words:
+        return ""
+    out = " ".join(words).rstrip(",;:.-!")
+    if not out:
+        return ""
+    out = out[0].upper() + out[1:]
+    return out if out.endswith("?") else out + "?"
+
+
+def first_question_sentence(message: str) -> str:
+    """The message's first sentence ending in '?', else its first sentence (a baseline and the stage's fallback)."""
+    sentences = split_sentences(message) or [message]
+    return next((s for s in sentences if s.rstrip().endswith("?")), sentences[0])
+
+
+def first_sentence(message: str) -> str:
+    sentences = split_sentences(message) or [message]
+    return sentences[0]
+
+
+def first_words(message: str, n: int = 15) -> str:
+    return " ".join(message.split()[:n])
+
+
+# Trivial baselines of Subtask 1 (each cut to the word limit by the caller): what a learned stage must beat.
+BASELINES: dict[str, Callable[[str], str]] = {"first sentence": first_sentence,
+                                              "first question sentence": first_question_sentence,
+                                              "first 15 words": first_words}
+
+
+def opening(question: str, n: int = 4) -> str:
+    """The first `n` words, lower case: how often one opening repeats measures collapse onto a template."""
+    return " ".join(question.lower().split()[:n])

@@ -1,0 +1,209 @@
+"""The learned question stage: its text handling (made-up inputs), its weights as DSPy parameters (saved, loaded,
+refused when damaged), the guard that refuses a degenerate model, and (lm tier) the shipped model and a real
+fine-tuning compile on CPU."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import dspy
+import numpy as np
+import pytest
+
+from common.errors import ClinprogError, ConfigError
+from common.parameters import LearnedStateError, LoraAdapter
+from optimizers.finetune import review_questions
+from programs.archehr.objectives import archehr_question_metric
+from programs.archehr.question_baseline import BaselineQuestion
+from programs.archehr.question_text import finish_question, fit_to_budget, normalise_message, opening
+from tasks.archehr.data import Case
+from tests.builders import archehr_stage, config
+
+
+
+def test_form_labels_and_runs_of_space_are_dropped_and_every_word_is_bounded():
+    assert normalise_message("SUBJECT: knee pain\nMESSAGE:  Why does my knee   hurt?") == "knee pain Why does my knee hurt?"
+    start = time.perf_counter()
+    huge = normalise_message("a" * 1_000_000 + " then a question?")
+    assert time.perf_counter() - start < 1.0 and len(huge.split()[0]) == 40 and huge.endswith("question?")
+
+
+def test_a_long_message_keeps_its_question_sentences_first_in_their_order():
+    message = "I had surgery in May. It went well. The nurse was kind. Why is my scar red? Thanks so much."
+    kept = fit_to_budget(message, lambda t: len(t.split()), budget=10)
+    assert kept == "I had surgery in May. Why is my scar red?"
+    assert fit_to_budget(message, lambda t: len(t.split()), budget=100) == message
+
+
+@pytest.mark.parametrize(("reply", "expected"), [
+    ("Question: why was the drain removed early", "Why was the drain removed early?"),
+    ("What caused the rash? It could be many things.\nMore text", "What caused the rash?"),
+    ("one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen?",
+     "One two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen?"),
+    ("   \n  ", ""),
+])
+def test_a_reply_becomes_one_question_of_at_most_fifteen_words(reply, expected):
+    assert finish_question(reply, 15) == expected
+
+
+def test_the_baseline_stage_quotes_the_message_and_refuses_an_unknown_method():
+    stage = BaselineQuestion(method="first question sentence")
+    assert stage("My leg hurts. Is it broken? Please reply.").clinician_question == "Is it broken?"
+    assert BaselineQuestion(method="first 15 words")("").clinician_question == ""
+    with pytest.raises(ConfigError, match="program.question.method must be one of"):
+        BaselineQuestion(method="best")
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("program.question.register=doctor", "program.question.register must be one of"),
+    ("program.question.num_beams=0", "program.question.num_beams must be an integer >= 1"),
+    ("program.question.max_words=abc", "program.question.max_words must be an integer"),
+    ("program.question.coverage_weight=-1", "program.question.coverage_weight must be a number in"),
+])
+def test_a_bad_setting_of_the_learned_stage_is_one_config_line(override, message):
+    with pytest.raises(ConfigError, match=message):
+        archehr_stage("question", "finetuned", override)
+
+
+def _adapter() -> LoraAdapter:
+    rng = np.random.default_rng(0)
+    tensors = {"model.layers.29.mlp.down_proj": (rng.normal(size=(2, 6)), rng.normal(size=(4, 2)))}
+    return LoraAdapter().set(tensors, 2, 4.0, {"file": "x.gguf"}, {"consumer": "c", "clinician": "k"}, 64, {"steps": 1})
+
+
+def test_the_adapter_round_trips_through_its_json_state_and_keeps_its_id():
+    adapter = _adapter()
+    state = json.loads(json.dumps(adapter.dump_state()))
+    again = LoraAdapter().load_state(state)
+    assert again.adapter_id == adapter.adapter_id and again.scale == 2.0 and again.max_input_tokens == 64
+    a, b = again.tensors["model.layers.29.mlp.down_proj"]
+    assert a.shape == (2, 6) and b.shape == (4, 2)
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda s: s.__setitem__("format", "x"), "not a 'clinprog-lora/1' state"),
+    (lambda s: s["tensors"]["model.layers.29.mlp.down_proj"]["a"].__setitem__("float16", "!!"), "malformed tensor"),
+    (lambda s: s.__setitem__("rank", 3), "A must be rank x in"),
+    (lambda s: s.__setitem__("adapter_id", "0" * 16), "do not match its adapter_id"),
+    (lambda s: s.__setitem__("rank", "abc"), "malformed"),
+    (lambda s: s.__setitem__("tensors", {}), "tensors and instructions are required"),
+])
+def test_a_damaged_adapter_state_is_refused_in_one_line(edit, message):
+    state = json.loads(json.dumps(_adapter().dump_state()))
+    edit(state)
+    with pytest.raises(LearnedStateError, match=message) as err:
+        LoraAdapter().load_state(state)
+    assert "\n" not in str(err.value) and isinstance(err.value, ClinprogError)
+
+
+def test_a_nan_in_the_adapter_is_refused():
+    adapter = _adapter()
+    a, b = adapter.tensors["model.layers.29.mlp.down_proj"]
+    adapter.tensors["model.layers.29.mlp.down_proj"] = (a, np.full_like(b, np.nan))
+    with pytest.raises(LearnedStateError, match="NaN or infinity"):
+        LoraAdapter().load_state(json.loads(json.dumps(adapter.dump_state())))
+
+
+VAL = [("My mother has gout in her toe. What foods should she avoid?", "What foods should people with gout avoid?"),
+       ("Where can I buy a blood pressure cuff for home use?", "Where can I buy a blood pressure cuff?"),
+       ("Does ibuprofen interact with lisinopril? I take both daily.", "Does ibuprofen interact with lisinopril?")]
+
+
+def _examples() -> list[dspy.Example]:
+    return [dspy.Example(case=Case(str(i), m, clinician_question=r), clinician_question=r).with_inputs("case")
+            for i, (m, r) in enumerate(VAL)]
+
+
+class _Fixed:
+    """A stand-in stage answering one way, to drive the guard."""
+
+    def __init__(self, answer, fallback=None) -> None:
+        self.answer, self.fallback = answer, fallback
+
+    def __call__(self, narrative: str, marked: str = "") -> dspy.Prediction:
+        text = self.answer(narrative) if callable(self.answer) else self.answer
+        return dspy.Prediction(clinician_question=text, fallback=self.fallback)
+
+
+def test_the_guard_adopts_a_model_that_beats_the_baselines_with_varied_questions():
+    good = dict(VAL)
+    review = review_questions(_Fixed(lambda m: good[m]), _examples(), archehr_question_metric)
+    assert review["refused"] == [] and review["scores"]["model"] > review["scores"]["first sentence"]
+
+
+@pytest.mark.parametrize(("stage", "reason"), [
+    (_Fixed("What are the treatments for this condition?"), "below the baseline"),
+    (_Fixed(lambda m: m.split(".")[0] + "?", fallback="no candidate"), "were placeholders"),
+])
+def test_the_guard_refuses_a_degenerate_model(stage, reason):
+    review = review_questions(stage, _examples(), archehr_question_metric)
+    assert any(reason in r for r in review["refused"])
+
+
+def test_the_guard_refuses_a_collapsed_template_even_when_rouge_likes_it():
+    collapsed = _Fixed(lambda m: "What are the treatments for " + " ".join(m.split()[:9]) + "?")
+    review = review_questions(collapsed, _examples(), archehr_question_metric)
+    assert any("a collapsed template" in r for r in review["refused"])
+    assert opening("What are the treatments for gout?") == "what are the treatments"
+
+
+def test_question_pairs_load_as_noteless_cases_with_prefixed_ids(tmp_path):
+    from runners.program import contract_for
+
+    path = tmp_path / "pairs.jsonl"
+    path.write_text('{"id": "1", "question": "Q one?", "summary": "S one?"}\n\n{"id": "2", "question": "Q", "summary": "S"}\n')
+    cfg = config("program=archehr", f"data.train=[{path}]", f"data.val={path}")
+    train = contract_for(cfg).examples(cfg, "train")
+    assert [ex.case.case_id for ex in train] == ["pairs:1", "pairs:2"] and train[0].register == "consumer"
+    assert not train[0].case.sentences and train[0].clinician_question == "S one?"
+    path.write_text('{"id": "1", "question": "no summary"}\n')
+    with pytest.raises(ClinprogError, match=r"pairs.jsonl:1: not a \{id, question, summary\} JSON line"):
+        contract_for(cfg).examples(cfg, "train")
+
+
+# --- the lm tier: the real model ----------------------------------------------------------------------------------
+MADE_UP = [
+    "Hello, my husband was in the hospital for three days with chest pain and they put in a stent. He still gets "
+    "short of breath on the stairs. Is that normal after a stent? Thank you.",
+    "SUBJECT: vitamin d\nMESSAGE: how much vitamin d can a 70 year old woman take safely each day",
+    "My daughter had her appendix out and the surgeon said it had burst. Why did she need antibiotics for two weeks "
+    "after going home?",
+]
+
+
+@pytest.mark.lm
+def test_the_shipped_question_model_writes_one_short_question_per_message():
+    stage = archehr_stage("question", "finetuned")
+    for message in MADE_UP:
+        out = stage(message)
+        words = out.clinician_question.split()
+        assert 3 <= len(words) <= 15 and out.clinician_question.endswith("?"), out.clinician_question
+        assert out.register in ("consumer", "clinician") and out.fallback is None
+    clinician = archehr_stage("question", "finetuned", "program.question.register=clinician")
+    assert not {"i", "my", "me"} & set(clinician(MADE_UP[0]).clinician_question.lower().rstrip("?").split())
+
+
+@pytest.mark.lm
+def test_finetune_compiles_the_adapter_which_saves_and_loads_as_program_state(tmp_path):
+    from common.program_state import load_compiled, save_compiled
+    from optimizers.finetune import QuestionFinetune
+    from tests.builders import program
+
+    student = program("archehr", "lm=none", "program.compiled=null")
+    assert not student.question.adapter.fitted
+    trainset = [dspy.Example(case=Case(f"t{i}", m, clinician_question=r), clinician_question=r,
+                             register="consumer" if i else "clinician").with_inputs("case")
+                for i, (m, r) in enumerate(VAL * 2)]
+    compiled = QuestionFinetune(rank=2, layers=1, epochs=0.25, batch_size=2, warmup_steps=0,
+                                max_input_tokens=32).compile(student, trainset=trainset)
+    assert compiled.question.adapter.fitted and not student.question.adapter.fitted
+    assert compiled.question.adapter.fit["steps"] == 2 and list(compiled.question.adapter.fit["layers"]) == [29]
+    assert compiled.question.register_head.fitted  # two registers: the head is fitted too
+    path = save_compiled(compiled, tmp_path / "q.json", {})
+    state = json.loads(path.read_text())
+    assert state["question.adapter"]["rank"] == 2 and "question.register_head" in state
+    again = load_compiled(program("archehr", "lm=none", "program.compiled=null"), path)
+    assert again.question.adapter.adapter_id == compiled.question.adapter.adapter_id
+    message = VAL[0][0]
+    assert again.question(message).clinician_question == compiled.question(message).clinician_question
