@@ -9,7 +9,7 @@ program(case), grounding off), never from a re-implementation, and no case is sc
 on it:
 
 * learned (program/archehr/{evidence,alignment}=learned): per fold, the logistic scorers and their selection
-  rules are fitted on the other folds (optimizers/offline_fit.py, as task=compile does) and the held-out fold is
+  rules are fitted on the other folds (optimizer=logistic's LogisticFit.compile, as task=compile does) and the held-out fold is
   predicted with that state.
 * embedding / similarity tuned by CV: per fold, the grid point with the best Subtask 2 (Subtask 4) micro F1 on
   the other folds predicts the held-out fold.
@@ -25,7 +25,6 @@ import itertools
 import os
 import random
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -33,11 +32,11 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import dspy  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
 
 from common.config_groups import compose_config  # noqa: E402
-from common.resources import Resources  # noqa: E402
-from optimizers.offline_fit import fit_state, write_state  # noqa: E402
+from optimizers.logistic import LogisticFit  # noqa: E402
 from programs.archehr.offline.evidence import is_header  # noqa: E402
 from programs.archehr.offline.similarity import cosine_matrix  # noqa: E402
 from runners.program import contract_for  # noqa: E402
@@ -93,29 +92,27 @@ def main() -> None:
 
     start = time.perf_counter()
     # learned: fitted per fold on the other folds, exactly as task=compile fits
-    question = Resources(embedder=embedder).complete(instantiate(base_cfg.program.question, _convert_="all"),
-                                                     "program.question")
     learned_ev: dict[str, list[str]] = {}
     learned_al: dict[str, list] = {}
     # ... and by writer: fitted on the clean cases + one realistic set, scored on the other set (written apart)
     by_set: list[tuple[str, dict, dict]] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        def fit_and_predict(train_ids: list[str], test_ids: list[str], name: str) -> dict[str, object]:
-            train = [by_id[c] for c in train_ids]
-            state = Path(tmp) / f"{name}.json"
-            write_state(state, fit_state(["evidence", "alignment"], train, key, question, embedder), train, key)
-            return predict((*LEARNED_STAGES, f"program.evidence.state_path={state}",
-                            f"program.alignment.state_path={state}"), sorted(test_ids))
+    learned_cfg = compose_config(*NO_LM, *LEARNED_STAGES)
+    student = contract_for(learned_cfg).build(learned_cfg, None, embedder=embedder)  # the shipped question stage
 
-        for n, held in enumerate(folds):
-            out = fit_and_predict([c for c in ids if c not in held], sorted(held), f"fold{n}")
-            learned_ev.update({c: list(p.evidence_ids) for c, p in out.items()})
-            learned_al.update({c: p.alignment for c, p in out.items()})
-        for test_set in ("realistic_cases_b", "realistic_cases_a"):
-            test_ids = [c for c in ids if source[c] == test_set]
-            out = fit_and_predict([c for c in ids if source[c] != test_set], test_ids, test_set)
-            by_set.append((test_set, {c: list(p.evidence_ids) for c, p in out.items()},
-                           {c: p.alignment for c, p in out.items()}))
+    def fit_and_predict(train_ids: list[str], test_ids: list[str]) -> dict[str, object]:
+        trainset = [dspy.Example(case=by_id[c], key=key[c]).with_inputs("case") for c in train_ids]
+        compiled = LogisticFit().compile(student, trainset=trainset)
+        return {cid: compiled(case=by_id[cid]) for cid in sorted(test_ids)}
+
+    for held in folds:
+        out = fit_and_predict([c for c in ids if c not in held], sorted(held))
+        learned_ev.update({c: list(p.evidence_ids) for c, p in out.items()})
+        learned_al.update({c: p.alignment for c, p in out.items()})
+    for test_set in ("realistic_cases_b", "realistic_cases_a"):
+        test_ids = [c for c in ids if source[c] == test_set]
+        out = fit_and_predict([c for c in ids if source[c] != test_set], test_ids)
+        by_set.append((test_set, {c: list(p.evidence_ids) for c, p in out.items()},
+                       {c: p.alignment for c, p in out.items()}))
     learned_seconds = time.perf_counter() - start
 
     # embedding / similarity over a grid, tuned per fold on the other folds

@@ -72,7 +72,7 @@ def read_meta(path: str | Path) -> dict[str, Any] | None:
 
 def load_compiled(program: dspy.Module, path: str | Path) -> dspy.Module:
     """Load a saved state into `program`, refusing one compiled for another program, other signatures, or one that
-    lacks a learned parameter the program needs."""
+    lacks a learned parameter the program needs (a program whose class derives from the saved one's loads it)."""
     path = Path(path)
     if not path.is_file():
         raise CompiledProgramError(f"program.compiled={path}: no such file")
@@ -81,7 +81,9 @@ def load_compiled(program: dspy.Module, path: str | Path) -> dspy.Module:
     if meta is not None:
         theirs = meta.get("predictors") or {}
         differ = sorted(n for n in set(theirs) & set(expected) if theirs[n] != expected[n])
-        if meta.get("program") != type(program).__name__ or differ:
+        # a subclass program (ArchEHR 2025's cascade composes the 2026 stages) loads its parent's state
+        lineage = [cls.__name__ for cls in type(program).__mro__]
+        if meta.get("program") not in lineage or differ:
             raise CompiledProgramError(
                 f"{path} was compiled for {meta.get('program')} with predictors {sorted(theirs)}; this is "
                 f"{type(program).__name__} with {sorted(expected)}" + (f" (other fields: {differ})" if differ else "")

@@ -1,15 +1,17 @@
-"""A GGUF model loaded through transformers (dequantised to fp32, on the CPU), with LoRA weights merged in.
+"""A small GGUF model as the learned question stage uses it: through transformers (dequantised to fp32) to train
+an adapter, through llama.cpp with the adapter merged in (`gguf_merge.py`) to run it.
 
-Used by stages whose weights were fine-tuned here (the learned question stage): the shipped GGUF stays the base,
-the stage's state holds only the low-rank adapter, and the merge happens at load (transformers cannot
+The shipped GGUF stays the base and the stage's state holds only the low-rank adapter (transformers cannot
 `save_pretrained` a model loaded from GGUF). Prompts are built by hand (the GGUF tokenizer's chat template adds a
-default system prompt of its own). One loaded model per (base, adapter) in this process.
+default system prompt of its own). One loaded llama.cpp model per (base, adapter) in this process, one generation
+at a time on it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +19,7 @@ from typing import Any
 
 from lms.factory import resolve_packaged_file
 
-_CACHE: dict[tuple[str, str], Any] = {}
+_LOADED: dict[tuple[str, str], tuple[Any, threading.Lock]] = {}
 _LOCK = threading.Lock()
 
 
@@ -59,35 +61,23 @@ def load_base(base: BaseModel, threads: int = 2) -> tuple[Any, Any]:
     return tokenizer, model
 
 
-def merge_lora(model: Any, tensors: dict[str, tuple[Any, Any]], scale: float) -> None:
-    """W += scale * B @ A for every adapted linear layer (names as in `model.named_modules()`)."""
-    import torch
-
-    modules = dict(model.named_modules())
-    with torch.no_grad():
-        for name, (a, b) in tensors.items():
-            layer = modules.get(name)
-            if layer is None or not hasattr(layer, "weight"):
-                raise ValueError(f"the adapter names {name!r}, which the base model does not have")
-            delta = torch.as_tensor(b, dtype=torch.float32) @ torch.as_tensor(a, dtype=torch.float32)
-            if tuple(delta.shape) != tuple(layer.weight.shape):
-                raise ValueError(f"the adapter's {name} is {tuple(delta.shape)}, the base's {tuple(layer.weight.shape)}")
-            layer.weight += scale * delta
+def merge_cache_dir() -> Path:
+    """Where merged GGUFs are kept: $CLINPROG_MODEL_CACHE, else ~/.cache/clinprog/models."""
+    return Path(os.environ.get("CLINPROG_MODEL_CACHE") or Path.home() / ".cache" / "clinprog" / "models")
 
 
-def merged_model(base: BaseModel, adapter_id: str, tensors: dict[str, tuple[Any, Any]], scale: float,
-                 threads: int = 2) -> tuple[Any, Any]:
-    """(tokenizer, base + adapter), loaded once per process for each (base, adapter id)."""
+def merged_llama(base: BaseModel, adapter_id: str, tensors: dict[str, tuple[Any, Any]], scale: float,
+                 threads: int = 2, n_ctx: int = 1024) -> tuple[Any, threading.Lock]:
+    """(llama.cpp model of base + adapter, its lock), built once per process for each (base, adapter id)."""
+    from llama_cpp import Llama
+
+    from lms.gguf_merge import merged_gguf
+
     key = (str(base.path()), adapter_id)
     with _LOCK:
-        if key not in _CACHE:
-            tokenizer, model = load_base(base, threads)
-            merge_lora(model, tensors, scale)
-            _CACHE[key] = (tokenizer, model, threading.Lock())
-        tokenizer, model, _ = _CACHE[key]
-    return tokenizer, model
-
-
-def model_lock(base: BaseModel, adapter_id: str) -> threading.Lock:
-    """A loaded model runs one generation at a time (torch already uses every thread it was given)."""
-    return _CACHE[(str(base.path()), adapter_id)][2]
+        if key not in _LOADED:
+            path = merged_gguf(base.path(), adapter_id, tensors, scale, merge_cache_dir())
+            llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=max(1, int(threads)), n_batch=256,
+                        logits_all=False, verbose=False, seed=0)
+            _LOADED[key] = (llm, threading.Lock())
+        return _LOADED[key]

@@ -61,7 +61,7 @@ class QuestionFinetune(dspy.teleprompt.Teleprompter):
     def __init__(self, metric: Any = None, rank: int = 16, alpha: float = 32.0, layers: int = 15, epochs: float = 1.0,
                  learning_rate: float = 4e-4, batch_size: int = 8, warmup_steps: int = 10,
                  max_input_tokens: int = 128, repeat_rare: int = 5, dropout: float = 0.05, seed: int = 0,
-                 threads: int = 2) -> None:
+                 threads: int = 2, max_opening_share: float = 0.06) -> None:
         super().__init__()
         for name, value, low in (("rank", rank, 1), ("layers", layers, 1), ("batch_size", batch_size, 1),
                                  ("warmup_steps", warmup_steps, 0), ("max_input_tokens", max_input_tokens, 16),
@@ -71,13 +71,16 @@ class QuestionFinetune(dspy.teleprompt.Teleprompter):
         for name, value in (("alpha", alpha), ("epochs", epochs), ("learning_rate", learning_rate)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
                 raise ConfigError(f"optimizer.teleprompter.{name} must be a positive number, not {value!r}")
+        if isinstance(max_opening_share, bool) or not isinstance(max_opening_share, (int, float)) or not (
+                0 < max_opening_share <= 1):
+            raise ConfigError(f"optimizer.teleprompter.max_opening_share must be in (0, 1], not {max_opening_share!r}")
         if not 0 <= dropout < 1:
             raise ConfigError(f"optimizer.teleprompter.dropout must be in [0, 1), not {dropout!r}")
         self.metric = metric
         self.rank, self.alpha, self.layers, self.epochs = rank, float(alpha), layers, float(epochs)
         self.learning_rate, self.batch_size, self.warmup_steps = float(learning_rate), batch_size, warmup_steps
         self.max_input_tokens, self.repeat_rare, self.dropout, self.seed = max_input_tokens, repeat_rare, dropout, seed
-        self.threads = threads
+        self.threads, self.max_opening_share = threads, float(max_opening_share)
 
     def compile(self, student: dspy.Module, *, trainset: list[dspy.Example], valset: list[dspy.Example] | None = None,
                 **_: Any) -> dspy.Module:
@@ -87,6 +90,7 @@ class QuestionFinetune(dspy.teleprompt.Teleprompter):
         if not pairs:
             raise ConfigError("optimizer=finetune: no training example has a reference question (data.train)")
         tensors, fit = self.train(stage, pairs)
+        fit["opening_prior"] = opening_prior(pairs)
         from programs.archehr.question_model import INSTRUCTIONS
 
         stage.adapter.set(tensors, self.rank, self.alpha, {"file": stage.base.name(), "package": stage.base.package},
@@ -106,6 +110,7 @@ class QuestionFinetune(dspy.teleprompt.Teleprompter):
         def count(text: str) -> int:
             return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
+        pairs = self.balanced(pairs)
         counts = Counter(register for _, register, _ in pairs)
         most = max(counts.values())
         rows = []
@@ -117,6 +122,24 @@ class QuestionFinetune(dspy.teleprompt.Teleprompter):
             times = self.repeat_rare if counts[register] * 4 <= most else 1
             rows.extend([(p, t)] * times)
         return rows
+
+    def balanced(self, pairs: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+        """At most `max_opening_share` of a register's targets per 4-word opening (a random subset of the rest is
+        dropped): a template that a fifth of the references share ("What are the treatments for ...") otherwise
+        becomes most of what the small model writes, whatever the message asks."""
+        from programs.archehr.question_text import opening
+
+        rng = random.Random(self.seed)
+        kept: list[tuple[str, str, str]] = []
+        for register in sorted({r for _, r, _ in pairs}):
+            mine = [p for p in pairs if p[1] == register]
+            cap = max(1, math.ceil(self.max_opening_share * len(mine)))
+            groups: dict[str, list[tuple[str, str, str]]] = {}
+            for p in mine:
+                groups.setdefault(opening(p[2]), []).append(p)
+            for group in groups.values():
+                kept += group if len(group) <= cap else rng.sample(group, cap)
+        return kept
 
     def train(self, stage: Any, pairs: list[tuple[str, str, str]]) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]],
                                                                                dict[str, Any]]:
@@ -182,12 +205,25 @@ class QuestionFinetune(dspy.teleprompt.Teleprompter):
                 clean = name.replace("base_model.model.", "", 1)
                 tensors[clean] = (module.lora_A["default"].weight.detach().numpy().copy(),
                                   module.lora_B["default"].weight.detach().numpy().copy())
-        fit = {"pairs": len(pairs), "rows": len(rows), "registers": dict(Counter(r for _, r, _ in pairs)),
+        fit = {"pairs": len(pairs), "kept_after_opening_cap": len(self.balanced(pairs)), "rows": len(rows), "registers": dict(Counter(r for _, r, _ in pairs)),
                "data_hash": pairs_hash(pairs), "steps": steps, "seconds": round(time.perf_counter() - start, 1),
                "loss_first": round(float(np.mean(losses[:10])), 4), "loss_last": round(float(np.mean(losses[-10:])), 4),
                "layers": top, "learning_rate": self.learning_rate, "batch_size": self.batch_size,
                "epochs": self.epochs, "seed": self.seed}
         return tensors, fit
+
+
+def opening_prior(pairs: list[tuple[str, str, str]], top: int = 40) -> dict[str, dict[str, float]]:
+    """Per register, the share of the training references that open with each of the `top` commonest 4-word
+    openings (the stage penalises a candidate by it: `opening_weight`)."""
+    from programs.archehr.question_text import opening
+
+    prior: dict[str, dict[str, float]] = {}
+    for register in sorted({r for _, r, _ in pairs}):
+        targets = [t for _, r, t in pairs if r == register]
+        counts = Counter(opening(t) for t in targets)
+        prior[register] = {k: round(n / len(targets), 4) for k, n in counts.most_common(top)}
+    return prior
 
 
 def target_loss(model: Any, ids: Any, mask: Any, labels: Any) -> Any:

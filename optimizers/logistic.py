@@ -21,6 +21,7 @@ from typing import Any
 import dspy
 import numpy as np
 
+from common.parameters import LogisticHead
 from programs.archehr.offline.evidence import is_header
 from programs.archehr.offline.features import (
     ALIGNMENT_FEATURE_SET,
@@ -32,7 +33,6 @@ from programs.archehr.offline.features import (
     split_anchor,
 )
 from programs.archehr.offline.learned import select_evidence, select_links
-from common.parameters import LogisticHead
 from tasks.archehr.data import Case, KeyCase
 
 EVIDENCE_GRID = {"threshold": [round(x, 3) for x in np.arange(0.05, 0.951, 0.025)],

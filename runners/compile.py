@@ -13,8 +13,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from common.contract import ProgramContract
 from common.errors import ClinprogError, ConfigError
-from common.parameters import LearnedStateError
 from common.outputs import output_dir, write_json, write_text
+from common.parameters import LearnedStateError
 from lms import build_lm
 from optimizers.compile import data_hash, evaluate, run_optimizer, save_compiled
 from optimizers.feedback import with_feedback

@@ -4,7 +4,6 @@ import dspy
 import pytest
 
 from programs.archehr.offline.evidence import to_likert
-from programs.archehr.offline.question import third_person
 from tasks.archehr.data import AnswerSentence, Case, NoteSentence
 from tests.builders import archehr_stage, program
 
@@ -16,14 +15,11 @@ NOTE = [
 ]
 
 
-def test_rule_question_uses_the_marked_phrase_in_the_third_person():
-    rule = archehr_stage("question", "rule")
-    out = rule(patient_narrative="My dad had surgery. Why did they operate on my dad? Thanks.")
-    assert out.clinician_question == "Why did they operate on him?"   # the relative is the patient (#20)
-    marked = rule(patient_narrative="long story", patient_question="I was told nothing. Why was I given lasix?")
-    assert marked.clinician_question == "Why was the patient given lasix?"
-    assert len(rule(patient_narrative="Why " + "very " * 30 + "long?").clinician_question.split()) <= 15
-    assert third_person("my mother's pills made me dizzy") == "Her pills made the family dizzy"
+def test_the_baseline_question_stage_quotes_the_first_question_sentence_within_the_limit():
+    baseline = archehr_stage("question", "baseline")
+    out = baseline(patient_narrative="My dad had surgery. Why did they operate on my dad? Thanks.")
+    assert out.clinician_question == "Why did they operate on my dad?"
+    assert len(baseline(patient_narrative="Why " + "very " * 30 + "long?").clinician_question.split()) <= 15
 
 
 def test_likert_mapping_of_relative_similarity():
@@ -109,3 +105,14 @@ def test_offline_stages_share_one_embedder_and_hold_no_predictor():
                           "program/archehr/fallback=offline")
     assert lm_evidence._offline["evidence"].embedder is lm_evidence.alignment.embedder
     assert sorted(lm_evidence._offline) == ["answer", "evidence", "question"]
+
+
+@pytest.mark.parametrize(("choice", "override"), [("extractive", "program.answer.max_words=0"),
+                                                  ("extractive", "program.answer.max_words=-5"),
+                                                  ("lm", "program.answer.max_words=abc"),
+                                                  ("extractive", "program.answer.soft_cut_ratio=2")])
+def test_an_answer_limit_that_cannot_work_is_one_config_line(choice, override):
+    from common.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=override.split("=")[0].replace(".", r"\.") + " must be"):
+        archehr_stage("answer", choice, override)

@@ -27,8 +27,10 @@ VOLATILE = ("seconds", "usage")
 CHANGED = {
     ("question/finetuned", "max_words"): 6,
     ("question/finetuned", "register"): "consumer",
-    ("question/finetuned", "num_beams"): 1,
+    ("question/finetuned", "samples"): 0,
+    ("question/finetuned", "temperature"): 3.0,
     ("question/finetuned", "coverage_weight"): 20.0,
+    ("question/finetuned", "opening_weight"): 50.0,
     ("question/finetuned", "max_new_tokens"): 5,
     ("question/baseline", "max_words"): 6,
     ("question/baseline", "method"): "first 15 words",

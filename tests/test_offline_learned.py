@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from common.errors import ClinprogError
+from common.parameters import LearnedStateError
 from programs.archehr.offline.claims import quantities, unsupported_quantities
 from programs.archehr.offline.clinical_lexicon import concepts
 from programs.archehr.offline.features import EVIDENCE_FEATURES, split_anchor
-from common.parameters import LearnedStateError
 from programs.archehr.offline.note_layout import layout
 from tasks.archehr.data import AnswerSentence, NoteSentence
 from tests.builders import archehr_stage, config, program, shared_embedder

@@ -21,7 +21,6 @@ from tasks.archehr.data import Case
 from tests.builders import archehr_stage, config
 
 
-
 def test_form_labels_and_runs_of_space_are_dropped_and_every_word_is_bounded():
     assert normalise_message("SUBJECT: knee pain\nMESSAGE:  Why does my knee   hurt?") == "knee pain Why does my knee hurt?"
     start = time.perf_counter()
@@ -57,7 +56,8 @@ def test_the_baseline_stage_quotes_the_message_and_refuses_an_unknown_method():
 
 @pytest.mark.parametrize(("override", "message"), [
     ("program.question.register=doctor", "program.question.register must be one of"),
-    ("program.question.num_beams=0", "program.question.num_beams must be an integer >= 1"),
+    ("program.question.samples=-1", "program.question.samples must be an integer >= 0"),
+    ("program.question.temperature=0", "program.question.temperature must be a number in"),
     ("program.question.max_words=abc", "program.question.max_words must be an integer"),
     ("program.question.coverage_weight=-1", "program.question.coverage_weight must be a number in"),
 ])

@@ -64,7 +64,9 @@ def test_answer_health_and_openapi(archehr):
                                              "sentences": NOTE})
     assert r.status_code == 200, r.text
     data = r.json()
-    assert data["case_id"] == "c1" and data["clinician_question"] == "Why was the patient's lisinopril stopped?"
+    question = data["clinician_question"]  # the learned question stage's: one short question naming the drug
+    assert data["case_id"] == "c1" and "lisinopril" in question.lower() and question.endswith("?")
+    assert len(question.split()) <= 15
     assert "2" in data["evidence_ids"] and "1" not in data["evidence_ids"] and data["lm_failure"] is None
     # the default (non-LLM) run answers with note sentences: no grounding check to run (program/archehr/grounding=none)
     assert data["grounding"] is None and data["usage"]["evidence"]["lm_calls"] == 0

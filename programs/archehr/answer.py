@@ -6,7 +6,7 @@ import dspy
 
 from common.failures import RECOVERABLE, StageOutputError, describe
 from common.markup import strip_markup
-from programs.archehr.text import numbered, soft_cut
+from programs.archehr.text import check_answer_limits, numbered, soft_cut
 from signatures.archehr import GenerateAnswer, with_limits
 from signatures.constrained import reply_bound, with_output_schema
 from tasks.archehr.data import NoteSentence
@@ -17,6 +17,7 @@ class AnswerGenerator(dspy.Module):
 
     def __init__(self, max_words: int, soft_cut_ratio: float, max_tokens: int | None = None) -> None:
         super().__init__()
+        check_answer_limits(max_words, soft_cut_ratio)
         self.max_words = max_words
         self.max_tokens = max_tokens
         self.soft_cut_ratio = soft_cut_ratio

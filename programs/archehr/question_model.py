@@ -8,15 +8,17 @@ Two registers, as the training data has them: `consumer` (NLM consumer questions
 own question, "How can I get rid of ...?") and `clinician` (ArchEHR-QA's clinician questions: third person about the
 patient). `register=auto` lets a logistic head over the message's embedding choose (fitted with the adapter).
 
-Decoding is beam search; the beams are reranked by their length-normalised log-probability plus `coverage_weight` x
-the share of their content words the message itself uses, so a question type the model over-learned ("What are the
-treatments for X?") does not win over one that names what the message asks. A question that shares no content word
+Decoding: the greedy reply and `samples` sampled ones (the prompt read once); the candidates are reranked by their
+mean token log-probability plus `coverage_weight` x the share of their content words the message itself uses, minus
+`opening_weight` x the share of the training references that open with the same four words, so a question type the
+model over-learned ("What are the treatments for X?") does not win over one that names what the message asks. A question that shares no content word
 with the message (a placeholder such as "Is this true?") is never returned: the message's first question sentence is,
 cut to `max_words`, with the reason in `fallback`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from functools import lru_cache
 from typing import Any
@@ -26,8 +28,14 @@ import numpy as np
 
 from common.errors import ConfigError
 from common.parameters import LearnedStateError, LogisticHead, LoraAdapter
-from lms.gguf_causal_lm import BaseModel, merged_model, model_lock
-from programs.archehr.question_text import finish_question, first_question_sentence, fit_to_budget, normalise_message
+from lms.gguf_causal_lm import BaseModel, merged_llama
+from programs.archehr.question_text import (
+    finish_question,
+    first_question_sentence,
+    fit_to_budget,
+    normalise_message,
+    opening,
+)
 from programs.archehr.text import truncate_words
 
 REGISTERS = ("consumer", "clinician")
@@ -78,28 +86,32 @@ def register_features_names(dim: int) -> tuple[str, ...]:
 
 
 class FinetunedQuestionInterpreter(dspy.Module):
-    """Stage 1 by a fine-tuned small LM. Parameters: `register` (auto | consumer | clinician), `num_beams`
-    (candidates decoded), `coverage_weight` (0: the model's own best beam), `max_new_tokens`. `base` (the GGUF to
+    """Stage 1 by a fine-tuned small LM. Parameters: `register` (auto | consumer | clinician), `samples` (sampled
+    candidates beside the greedy one; 0: greedy only), `temperature` (of the samples), `coverage_weight` (0: the
+    most probable candidate), `max_new_tokens`. `base` (the GGUF to
     train on) and `threads` are the optimizer's and the runtime's: a loaded adapter names its own base."""
 
     uses_lm = False  # no role LM: its own weights, run in process
 
-    def __init__(self, max_words: int = 15, register: str = "auto", num_beams: int = 4, coverage_weight: float = 1.0,
-                 max_new_tokens: int = 40, threads: int = 2, base: dict[str, Any] | None = None,
-                 embedder: Any = None) -> None:
+    def __init__(self, max_words: int = 15, register: str = "auto", samples: int = 4, temperature: float = 0.8,
+                 coverage_weight: float = 3.0, opening_weight: float = 3.0, max_new_tokens: int = 40, threads: int = 2,
+                 base: dict[str, Any] | None = None, embedder: Any = None) -> None:
         super().__init__()
         where = "program.question"
         if register not in ("auto", *REGISTERS):
             raise ConfigError(f"{where}.register must be one of {['auto', *REGISTERS]}, not {register!r}")
-        checks = {"max_words": (max_words, 1), "num_beams": (num_beams, 1), "max_new_tokens": (max_new_tokens, 4),
+        checks = {"max_words": (max_words, 1), "samples": (samples, 0), "max_new_tokens": (max_new_tokens, 4),
                   "threads": (threads, 1)}
         for name, (value, low) in checks.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ConfigError(f"{where}.{name} must be an integer >= {low}, not {value!r}")
-        if isinstance(coverage_weight, bool) or not isinstance(coverage_weight, (int, float)) or not (
-                0 <= coverage_weight <= 100):
-            raise ConfigError(f"{where}.coverage_weight must be a number in [0, 100], not {coverage_weight!r}")
-        self.max_words, self.register, self.num_beams = max_words, register, num_beams
+        for name, value in (("coverage_weight", coverage_weight), ("opening_weight", opening_weight)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
+                raise ConfigError(f"{where}.{name} must be a number in [0, 100], not {value!r}")
+        self.opening_weight = float(opening_weight)
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 < temperature <= 5:
+            raise ConfigError(f"{where}.temperature must be a number in (0, 5], not {temperature!r}")
+        self.max_words, self.register, self.samples, self.temperature = max_words, register, samples, float(temperature)
         self.coverage_weight, self.max_new_tokens, self.threads = float(coverage_weight), max_new_tokens, threads
         self.base = BaseModel(**(base or {}))
         self.embedder = embedder
@@ -110,10 +122,11 @@ class FinetunedQuestionInterpreter(dspy.Module):
 
     # --- the model ------------------------------------------------------------------------------------------------
     def loaded(self) -> tuple[Any, Any]:
+        """(llama.cpp model with the adapter merged in, its lock)."""
         if not self.adapter.fitted:
             raise LearnedStateError("program.question (finetuned): no adapter loaded; load a compiled program "
                                     "(program.compiled=PATH) or train one: task=compile optimizer=finetune")
-        return merged_model(self.model_base(), self.adapter.adapter_id, self.adapter.tensors, self.adapter.scale,
+        return merged_llama(self.model_base(), self.adapter.adapter_id, self.adapter.tensors, self.adapter.scale,
                             self.threads)
 
     def model_base(self) -> BaseModel:
@@ -124,9 +137,9 @@ class FinetunedQuestionInterpreter(dspy.Module):
         return self.base
 
     def prepare(self, narrative: str) -> str:
-        tokenizer, _ = self.loaded()
+        llm, _ = self.loaded()
         return fit_to_budget(normalise_message(narrative),
-                             lambda t: len(tokenizer(t, add_special_tokens=False)["input_ids"]),
+                             lambda t: len(llm.tokenize(t.encode("utf-8"), add_bos=False, special=False)),
                              self.adapter.max_input_tokens)
 
     def choose_register(self, message: str) -> str:
@@ -138,28 +151,59 @@ class FinetunedQuestionInterpreter(dspy.Module):
         return "clinician" if p >= float(self.register_head.selection.get("threshold", 0.5)) else "consumer"
 
     def candidates(self, message: str, register: str) -> list[tuple[str, float]]:
-        """(question, length-normalised log-probability) per beam, best first."""
-        import torch
-
-        tokenizer, model = self.loaded()
+        """(question, mean log-probability of its tokens) for the greedy reply and `samples` sampled ones, best
+        first. The prompt is read once; each candidate decodes from its KV cache (llama.cpp drops the cache past
+        `n_tokens` on the next eval)."""
+        llm, lock = self.loaded()
         prompt = build_prompt(self.adapter.instructions.get(register, INSTRUCTIONS[register]), message)
-        ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt")
-        eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
-        with model_lock(self.model_base(), self.adapter.adapter_id), torch.no_grad():
-            out = model.generate(**ids, max_new_tokens=self.max_new_tokens, num_beams=self.num_beams,
-                                 num_return_sequences=self.num_beams, do_sample=False, early_stopping=True,
-                                 eos_token_id=eos, pad_token_id=eos, output_scores=True, return_dict_in_generate=True)
-        start = ids["input_ids"].shape[1]
-        texts = tokenizer.batch_decode(out.sequences[:, start:], skip_special_tokens=True)
-        scores = (out.sequences_scores.tolist() if getattr(out, "sequences_scores", None) is not None
-                  else [0.0] * len(texts))
-        return [(finish_question(t, self.max_words), float(s)) for t, s in zip(texts, scores, strict=True)]
+        tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        eos = llm.tokenize(b"<|im_end|>", add_bos=False, special=True)[0]  # ChatML's end of turn
+        n_vocab = llm.n_vocab()
+        # reproducible: the same message gets the same samples in every run
+        rng = np.random.default_rng(int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "big"))
+        found: dict[str, float] = {}
+        with lock:
+            same = 0
+            for a, b in zip(llm._input_ids[: llm.n_tokens].tolist(), tokens[:-1], strict=False):
+                if a != b:
+                    break
+                same += 1
+            llm.n_tokens = same  # the shared prefix (the instruction) stays in the cache
+            llm.eval(tokens[same:])
+            first = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(n_vocab,)).copy()
+            for run in range(1 + self.samples):
+                llm.n_tokens = len(tokens)
+                logits, out, total = first, [], 0.0
+                for _ in range(self.max_new_tokens):
+                    logp = logits - logits.max()
+                    logp = logp - np.log(np.exp(logp).sum())
+                    if run == 0:
+                        token = int(logp.argmax())
+                    else:  # temperature sampling among the 40 most probable tokens
+                        top = np.argpartition(-logp, 40)[:40]
+                        weights = np.exp((logp[top] - logp[top].max()) / self.temperature)
+                        token = int(top[rng.choice(len(top), p=weights / weights.sum())])
+                    total += float(logp[token])
+                    out.append(token)
+                    if token == eos:
+                        break
+                    llm.eval([token])
+                    logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(n_vocab,)).copy()
+                text = finish_question(llm.detokenize([t for t in out if t != eos]).decode("utf-8", "replace"),
+                                       self.max_words)
+                score = total / max(1, len(out))
+                if text and score > found.get(text, -1e9):
+                    found[text] = score
+        return sorted(found.items(), key=lambda x: -x[1])
 
-    def pick(self, candidates: list[tuple[str, float]], message: str) -> str | None:
-        """The best candidate by log-probability + coverage_weight x coverage; None when each is a placeholder."""
+    def pick(self, candidates: list[tuple[str, float]], message: str, register: str = "consumer") -> str | None:
+        """The best candidate by log-probability + coverage_weight x coverage - opening_weight x the share of the
+        training references that open the same way (a template the data over-represents must win on its merits);
+        None when each candidate is a placeholder."""
         stems = content_stems(message)
-        scored = [(s + self.coverage_weight * coverage(q, stems), q) for q, s in candidates
-                  if q and coverage(q, stems) > 0]
+        prior = (self.adapter.fit.get("opening_prior") or {}).get(register) or {}
+        scored = [(s + self.coverage_weight * coverage(q, stems) - self.opening_weight * float(prior.get(opening(q), 0.0)),
+                   q) for q, s in candidates if q and coverage(q, stems) > 0]
         return max(scored, key=lambda x: x[0])[1] if scored else None
 
     def forward(self, patient_narrative: str, patient_question: str = "") -> dspy.Prediction:
@@ -171,7 +215,7 @@ class FinetunedQuestionInterpreter(dspy.Module):
             return dspy.Prediction(clinician_question="", register=None, fallback="empty message")
         message = self.prepare(narrative)
         register = self.choose_register(normalise_message(narrative))
-        best = self.pick(self.candidates(message, register), message)
+        best = self.pick(self.candidates(message, register), message, register)
         if best is None:
             rule = truncate_words(first_question_sentence(normalise_message(narrative)), self.max_words)
             return dspy.Prediction(clinician_question=rule, register=register,

@@ -5,13 +5,14 @@ from __future__ import annotations
 import dspy
 
 from programs.archehr.offline.evidence import is_header
-from programs.archehr.text import soft_cut
+from programs.archehr.text import check_answer_limits, soft_cut
 from tasks.archehr.data import NoteSentence
 
 
 class ExtractiveAnswer(dspy.Module):
     def __init__(self, max_words: int, soft_cut_ratio: float) -> None:
         super().__init__()
+        check_answer_limits(max_words, soft_cut_ratio)
         self.max_words = max_words
         self.soft_cut_ratio = soft_cut_ratio
 

@@ -17,6 +17,7 @@ import dspy
 import numpy as np
 
 from common.errors import ConfigError
+from common.parameters import LearnedStateError, LogisticHead
 from programs.archehr.offline.evidence import DEFAULT_CUTS, is_header, to_likert
 from programs.archehr.offline.features import (
     ALIGNMENT_FEATURE_SET,
@@ -27,7 +28,6 @@ from programs.archehr.offline.features import (
     evidence_features,
     split_anchor,
 )
-from common.parameters import LearnedStateError, LogisticHead
 from programs.archehr.stages import check_anchor
 from retrieval.embed import Embedder
 from tasks.archehr.data import AnswerSentence, NoteSentence
