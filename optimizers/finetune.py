@@ -205,7 +205,8 @@ class QuestionFinetune(dspy.teleprompt.Teleprompter):
                 clean = name.replace("base_model.model.", "", 1)
                 tensors[clean] = (module.lora_A["default"].weight.detach().numpy().copy(),
                                   module.lora_B["default"].weight.detach().numpy().copy())
-        fit = {"pairs": len(pairs), "kept_after_opening_cap": len(self.balanced(pairs)), "rows": len(rows), "registers": dict(Counter(r for _, r, _ in pairs)),
+        fit = {"pairs": len(pairs), "kept_after_opening_cap": len(self.balanced(pairs)), "rows": len(rows),
+               "registers": dict(Counter(r for _, r, _ in pairs)),
                "data_hash": pairs_hash(pairs), "steps": steps, "seconds": round(time.perf_counter() - start, 1),
                "loss_first": round(float(np.mean(losses[:10])), 4), "loss_last": round(float(np.mean(losses[-10:])), 4),
                "layers": top, "learning_rate": self.learning_rate, "batch_size": self.batch_size,

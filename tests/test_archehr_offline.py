@@ -69,7 +69,8 @@ def test_all_offline_cascade_needs_no_lm():
     dspy.configure(lm=None)
     cascade = program("archehr", "lm=none")  # no LM: every stage's non-LLM implementation
     pred = cascade(case=case)
-    assert pred.clinician_question == "Why was the patient's lisinopril stopped?"
+    question = pred.clinician_question  # the learned question stage: one short question naming the drug
+    assert "lisinopril" in question.lower() and question.endswith("?") and len(question.split()) <= 15
     assert pred.evidence_ids[0] == "2" and "1" not in pred.evidence_ids and pred.selection == "learned"
     assert pred.alignment == [{"answer_id": "1", "evidence_id": ["2"]}]
     assert all(u["lm_calls"] == 0 for u in pred.usage.values())

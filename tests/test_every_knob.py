@@ -29,7 +29,7 @@ CHANGED = {
     ("question/finetuned", "register"): "consumer",
     ("question/finetuned", "samples"): 0,
     ("question/finetuned", "temperature"): 3.0,
-    ("question/finetuned", "coverage_weight"): 20.0,
+    ("question/finetuned", "coverage_weight"): 0.0,
     ("question/finetuned", "opening_weight"): 50.0,
     ("question/finetuned", "max_new_tokens"): 5,
     ("question/baseline", "max_words"): 6,
