@@ -21,13 +21,13 @@ ROOT = Path(__file__).resolve().parents[1]
 DEMO_IDS = {"2", "5", "9"}  # conf/program/archehr/question/lm.yaml: program.question.demos.ids
 
 VARIANTS = {
-    "trivial baseline": ["lm=none", "program.question.third_person=false",
-                         "program/archehr/evidence=embedding_likert", "program.evidence.cuts=[9,9,9,9]",
+    "trivial baseline": ["lm=none", "program/archehr/question=baseline",
+                         "program/archehr/evidence=embedding_likert", "program/archehr/alignment=similarity", "program.evidence.cuts=[9,9,9,9]",
                          "program.alignment.threshold=2"],
     "embedded LM (SmolLM2-135M)": ["lm=embedded"],
     "non-LLM stages (lm=none, the default)": ["lm=none"],
 }
-TRIVIAL_NOTE = ("trivial: last '?' sentence (15 words); first 3 note sentences; those sentences as the answer; "
+TRIVIAL_NOTE = ("trivial: first '?' sentence (15 words); first 3 note sentences; those sentences as the answer; "
                 "no alignment links")
 
 

@@ -29,7 +29,7 @@ class LearnedStateError(ClinprogError, ValueError):
 
 
 def _floats(values: np.ndarray) -> list[float]:
-    return [round(float(v), 8) for v in np.asarray(values).reshape(-1)]
+    return [float(f"{float(v):.9g}") for v in np.asarray(values).reshape(-1)]  # 9 significant digits: no tiny scale becomes 0
 
 
 class LogisticHead(Parameter):

@@ -221,4 +221,4 @@ def test_the_2025_report_does_not_deny_its_scores_and_says_the_question_is_given
     md = ArchEHR2025Contract().report(cfg, usage, {"overall_factuality_score": 50.0, "overall_relevance_score": 40.0,
                                                    "overall_score": 45.0})
     assert "No scores" not in md and "- overall_score: 45.00" in md
-    assert "question=given, else rule" in md
+    assert "question=given, else finetuned" in md

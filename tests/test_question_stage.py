@@ -195,10 +195,12 @@ def test_finetune_compiles_the_adapter_which_saves_and_loads_as_program_state(tm
     trainset = [dspy.Example(case=Case(f"t{i}", m, clinician_question=r), clinician_question=r,
                              register="consumer" if i else "clinician").with_inputs("case")
                 for i, (m, r) in enumerate(VAL * 2)]
-    compiled = QuestionFinetune(rank=2, layers=1, epochs=0.25, batch_size=2, warmup_steps=0,
+    compiled = QuestionFinetune(rank=2, layers=1, epochs=1.0, batch_size=2, warmup_steps=0,
                                 max_input_tokens=32).compile(student, trainset=trainset)
     assert compiled.question.adapter.fitted and not student.question.adapter.fitted
-    assert compiled.question.adapter.fit["steps"] == 2 and list(compiled.question.adapter.fit["layers"]) == [29]
+    fit = compiled.question.adapter.fit
+    assert fit["kept_after_opening_cap"] == 4  # each repeated reference kept once (max_opening_share)
+    assert fit["steps"] == 2 and list(fit["layers"]) == [29] and "what foods should people" in fit["opening_prior"]["consumer"]
     assert compiled.question.register_head.fitted  # two registers: the head is fitted too
     path = save_compiled(compiled, tmp_path / "q.json", {})
     state = json.loads(path.read_text())
