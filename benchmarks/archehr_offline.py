@@ -22,7 +22,8 @@ DEMO_IDS = {"2", "5", "9"}  # conf/program/archehr/question/lm.yaml: program.que
 
 VARIANTS = {
     "trivial baseline": ["lm=none", "program/archehr/question=baseline",
-                         "program/archehr/evidence=embedding_likert", "program/archehr/alignment=similarity", "program.evidence.cuts=[9,9,9,9]",
+                         "program/archehr/evidence=embedding_likert", "program/archehr/alignment=similarity",
+                         "program.evidence.cuts=[9,9,9,9]",
                          "program.alignment.threshold=2"],
     "embedded LM (SmolLM2-135M)": ["lm=embedded"],
     "non-LLM stages (lm=none, the default)": ["lm=none"],

@@ -97,7 +97,8 @@ def load_compiled(program: dspy.Module, path: str | Path) -> dspy.Module:
     missing = sorted(name for name in learned_parameters(program) if name not in state)
     if missing:
         raise CompiledProgramError(f"program.compiled={path}: holds no {', '.join(missing)} (the learned weights this "
-                                   "program's stages need); compile them: task=compile optimizer=finetune|logistic")
+                                   "program's stages need); compile them: task=compile optimizer=finetune (the question "
+                                   "adapter) or optimizer=logistic (the heads)")
     params = dict(program.named_parameters())
     try:
         for name, param in params.items():

@@ -58,7 +58,7 @@ def test_lm_roles_follow_the_stage_choices():
 def test_without_an_lm_archehr_runs_offline_and_mediqa_says_what_to_choose(capsys):
     cfg = config("lm=none")
     assert choose_lm_or_offline(cfg, contract_for(cfg)) == []
-    assert contract_for(cfg).stage_choices(cfg) == {"question": "rule", "evidence": "learned", "answer": "extractive",
+    assert contract_for(cfg).stage_choices(cfg) == {"question": "finetuned", "evidence": "learned", "answer": "extractive",
                                                     "alignment": "learned"}
     assert capsys.readouterr().out.startswith("no LM chosen: program=archehr runs every stage without an LM")
     cfg = config("program=mediqa_corr", "lm=none")

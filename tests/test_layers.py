@@ -1,5 +1,6 @@
 """Layers point one way: library code (common/, lms/, retrieval/, tasks/, signatures/, reports/) never imports the
-programs, the optimizers or the runners; programs never import optimizers, runners or serving; serving and runners do not import each other
+programs, the optimizers or the runners; programs never import optimizers, runners or serving; serving and runners
+do not import each other
 (runners/serve.py builds the app: the one place that joins them)."""
 
 from __future__ import annotations

@@ -47,7 +47,8 @@ class Server:
 def archehr(tmp_path_factory):
     # the baseline question stage: these tests time the server's limits against 1 s, which the learned question
     # model (~0.9 s a message) would use up on its own (its answers are tested in test_question_stage.py)
-    server = Server("program=archehr", "program/archehr/question=baseline", "serve.max_concurrency=1", "serve.max_queue=1", "serve.timeout_s=1",
+    server = Server("program=archehr", "program/archehr/question=baseline", "serve.max_concurrency=1",
+                    "serve.max_queue=1", "serve.timeout_s=1",
                     "serve.max_request_bytes=400000", f"hydra.run.dir={tmp_path_factory.mktemp('serve')}",
                     env={"CLINPROG_SERVE_TOKEN": TOKEN})
     yield server
