@@ -46,7 +46,7 @@ def test_two_job_multirun_returns_each_jobs_objective_and_reports_them(tmp_path)
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     sweep = tmp_path / "sweep"
     proc = subprocess.run([sys.executable, str(ROOT / "main.py"), "-m", "program=archehr", "metrics.bertscore=null",
-                           "program/archehr/evidence=embedding", "program.evidence.top_share=0.3,0.6", "progress=false",
+                           "program/archehr/evidence=embedding", "program.evidence.top_share=0.1,0.9", "progress=false",
                            f"hydra.sweep.dir={sweep}"],
                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -63,7 +63,7 @@ def test_two_job_multirun_returns_each_jobs_objective_and_reports_them(tmp_path)
     columns = [c.strip() for c in header.split("|")]
     cells = [[c.strip() for c in r.split("|")] for r in rows]
     share, objective = columns.index("program.evidence.top_share"), columns.index("objective")
-    assert [r[share] for r in cells] == ["0.3000", "0.6000"]
+    assert [r[share] for r in cells] == ["0.1000", "0.9000"]
     assert [float(r[objective]) for r in cells] == pytest.approx([j["objective"] for j in jobs], abs=1e-4)
     assert (sweep / "sweep_program_evidence_top_share.png").is_file()
     # every subtask that varies across the jobs has a column (not only the first 8 metrics, all of Subtask 1)
