@@ -70,6 +70,16 @@ def read_meta(path: str | Path) -> dict[str, Any] | None:
     return meta
 
 
+def _read_state(path: Path) -> dict[str, Any]:
+    try:
+        state = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise CompiledProgramError(f"program.compiled={path}: not a JSON state ({exc})") from None
+    if not isinstance(state, dict):
+        raise CompiledProgramError(f"program.compiled={path}: not a JSON object")
+    return state
+
+
 def load_compiled(program: dspy.Module, path: str | Path) -> dspy.Module:
     """Load a saved state into `program`, refusing one compiled for another program, other signatures, or one that
     lacks a learned parameter the program needs (a program whose class derives from the saved one's loads it)."""
@@ -88,12 +98,7 @@ def load_compiled(program: dspy.Module, path: str | Path) -> dspy.Module:
                 f"{path} was compiled for {meta.get('program')} with predictors {sorted(theirs)}; this is "
                 f"{type(program).__name__} with {sorted(expected)}" + (f" (other fields: {differ})" if differ else "")
                 + ": compile it again for this program")
-    try:
-        state = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise CompiledProgramError(f"program.compiled={path}: not a JSON state ({exc})") from None
-    if not isinstance(state, dict):
-        raise CompiledProgramError(f"program.compiled={path}: not a JSON object")
+    state = _read_state(path)
     missing = sorted(name for name in learned_parameters(program) if name not in state)
     if missing:
         raise CompiledProgramError(f"program.compiled={path}: holds no {', '.join(missing)} (the learned weights this "
@@ -115,10 +120,7 @@ def load_compiled(program: dspy.Module, path: str | Path) -> dspy.Module:
 def load_module_state(module: dspy.Module, path: str | Path, prefix: str) -> dspy.Module:
     """The state of one stage of a saved program (its parameters under `prefix.`): how a stage built alone (a test,
     a benchmark) gets the compiled program's weights."""
-    try:
-        state = orjson.loads(Path(path).read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise CompiledProgramError(f"{path}: not a JSON state ({exc})") from None
+    state = _read_state(Path(path))
     for name, param in module.named_parameters():
         key = f"{prefix}.{name}"
         if key in state:

@@ -242,8 +242,7 @@ def target_loss(model: Any, ids: Any, mask: Any, labels: Any) -> Any:
 
 def fit_register_head(stage: Any, pairs: list[tuple[str, str, str]]) -> None:
     """The register head: logistic regression on the message embeddings, P(clinician); classes weighted equally."""
-    from sklearn.linear_model import LogisticRegression
-
+    from optimizers.logistic import fit_scorer
     from programs.archehr.question_model import register_matrix
 
     if stage.embedder is None or len({r for _, r, _ in pairs}) < 2:
@@ -251,11 +250,9 @@ def fit_register_head(stage: Any, pairs: list[tuple[str, str, str]]) -> None:
         return
     x = register_matrix(stage.embedder, [m for m, _, _ in pairs])
     y = np.array([r == "clinician" for _, r, _ in pairs], dtype=int)
-    mean, scale = x.mean(axis=0), x.std(axis=0)
-    scale[scale < 1e-9] = 1.0
-    model = LogisticRegression(C=0.1, max_iter=5000, class_weight="balanced").fit((x - mean) / scale, y)
-    accuracy = float(model.score((x - mean) / scale, y))
-    stage.register_head.set(mean, scale, model.coef_[0], float(model.intercept_[0]), {"threshold": 0.5},
+    head = fit_scorer(x, y, stage.register_head.features, 0.1, stage.register_head.feature_set, "balanced")
+    accuracy = float(((head.probabilities(x) >= 0.5) == y).mean())
+    stage.register_head.set(head.mean, head.scale, head.coef, head.intercept, {"threshold": 0.5},
                             {"examples": len(y), "clinician": int(y.sum()), "train_accuracy": round(accuracy, 4)})
 
 

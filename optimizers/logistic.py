@@ -99,7 +99,7 @@ def alignment_cases(cases: list[Case], key: dict[str, KeyCase], embedder: Any) -
 
 # --- the scorer -------------------------------------------------------------------------------------------------
 def fit_scorer(x: np.ndarray, y: np.ndarray, features: tuple[str, ...], c: float = 1.0,
-               feature_set: str = "") -> LogisticHead:
+               feature_set: str = "", class_weight: str | None = None) -> LogisticHead:
     from sklearn.linear_model import LogisticRegression
 
     mean = x.mean(axis=0)
@@ -109,7 +109,7 @@ def fit_scorer(x: np.ndarray, y: np.ndarray, features: tuple[str, ...], c: float
         rate = min(max(float(y.mean()) if len(y) else 0.5, 1e-3), 1 - 1e-3)
         return LogisticHead(feature_set, features).set(mean, scale, np.zeros(len(features)),
                                                        float(np.log(rate / (1 - rate))))
-    model = LogisticRegression(C=c, max_iter=5000)
+    model = LogisticRegression(C=c, max_iter=5000, class_weight=class_weight)
     model.fit((x - mean) / scale, y.astype(int))
     return LogisticHead(feature_set, features).set(mean, scale, model.coef_[0].copy(), float(model.intercept_[0]))
 
