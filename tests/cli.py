@@ -1,20 +1,24 @@
-"""The one way tests run clinprog as a user does (`python main.py ...` in a subprocess), and a fake LM server.
+"""The one way tests run clinprog as a user does (`python main.py ...`), and a fake LM server.
 
-`run_main` is the CLI helper every integration test uses; `quiet=True` adds the flags most tests want (no progress
-bars, no BERTScore model). `fake_openai_server` is a real HTTP server on 127.0.0.1 speaking enough of the OpenAI API
-(`GET /v1/models`, `POST /v1/chat/completions`) for `lm=openai_compatible`: `reply(last message) -> content`.
+`run_main` is the CLI helper every test of a command uses (in this process unless `process=True`); `quiet=True`
+adds the flags most tests want (no progress bars, no BERTScore model). `fake_openai_server` is a real HTTP server
+on 127.0.0.1 speaking enough of the OpenAI API (`GET /v1/models`, `POST /v1/chat/completions`) for
+`lm=openai_compatible`: `reply(last message) -> content`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import http.server
+import io
 import json
+import logging
 import os
 import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -22,12 +26,81 @@ ROOT = Path(__file__).resolve().parents[1]
 QUIET = ("progress=false", "metrics.bertscore=null")
 
 
-def run_main(*args: str, cwd: str | Path = ROOT, env: dict[str, str] | None = None, timeout: float = 900,
-             quiet: bool = False) -> subprocess.CompletedProcess:
-    """`python main.py *args` (from `cwd`), offline (HF_HUB_OFFLINE=1), output captured as text."""
-    return subprocess.run([sys.executable, str(ROOT / "main.py"), *args, *(QUIET if quiet else ())],
-                          capture_output=True, text=True, cwd=cwd, timeout=timeout,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
+def run_main(*args: str, cwd: str | Path = ROOT, env: dict[str, str | None] | None = None, timeout: float = 900,
+             quiet: bool = False, process: bool = False) -> subprocess.CompletedProcess:
+    """`python main.py *args` (from `cwd`), offline (HF_HUB_OFFLINE=1), output captured as text.
+
+    In this process by default (the same `@hydra.main` entry, its exit code, stdout and stderr); `process=True` starts
+    a real Python where the process is the point (exit on a signal, third-party output on file descriptors, Ray).
+    `env` is added to the environment; a None value unsets that variable."""
+    argv = [*args, *(QUIET if quiet else ())]
+    if process:
+        merged = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
+        return subprocess.run([sys.executable, str(ROOT / "main.py"), *argv], capture_output=True, text=True,
+                              cwd=cwd, timeout=timeout, env={k: v for k, v in merged.items() if v is not None})
+    return main_in_process(argv, cwd=cwd, env=env)
+
+
+def _shield_absl_stream() -> None:
+    """absl (rouge-score's logger) closes its handler's stream on `logging.shutdown` unless that stream is the
+    *current* sys.stderr; Hydra's logging setup shuts every handler down while sys.stderr is a run's capture buffer,
+    so absl would close whichever stream it holds (pytest's own, or an earlier run's). In a process that shutdown
+    happens once, at exit; in here the handler only flushes, and writes to the process's stderr (fd 2)."""
+    import absl.logging
+
+    handler = absl.logging.get_absl_handler().python_handler
+    handler.stream = sys.__stderr__
+    handler.close = handler.flush
+
+
+def main_in_process(argv: list[str], cwd: str | Path = ROOT, env: dict[str, str | None] | None = None
+                    ) -> subprocess.CompletedProcess:
+    """Run `main.cli()` with `sys.argv`, the environment, the working directory and the root logger as a fresh
+    process would have them, and restore all four after."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    import main as entry
+
+    _shield_absl_stream()
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_argv, saved_cwd = dict(os.environ), sys.argv, os.getcwd()
+    root = logging.getLogger()
+    saved_handlers, saved_level = root.handlers[:], root.level
+    for key, value in {"HF_HUB_OFFLINE": "1", **(env or {})}.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    os.chdir(cwd)
+    sys.argv = [str(ROOT / "main.py"), *argv]
+    GlobalHydra.instance().clear()
+    code = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                entry.cli()
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+                if isinstance(exc.code, str):
+                    print(exc.code, file=sys.stderr)
+            except Exception:  # noqa: BLE001 - what the interpreter would print before exiting 1
+                traceback.print_exc()
+                code = 1
+    finally:
+        GlobalHydra.instance().clear()
+        for handler in root.handlers[:]:
+            if handler not in saved_handlers:
+                root.removeHandler(handler)
+                handler.close()
+        for handler in saved_handlers:
+            if handler not in root.handlers:
+                root.addHandler(handler)
+        root.setLevel(saved_level)
+        sys.argv = saved_argv
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(["main.py", *argv], code, out.getvalue(), err.getvalue())
 
 
 @contextlib.contextmanager

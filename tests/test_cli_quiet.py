@@ -23,7 +23,7 @@ NOISE = {
 
 
 def main(*args: str) -> subprocess.CompletedProcess:
-    return run_main(*args, "progress=false", timeout=600)
+    return run_main(*args, "progress=false", timeout=600, process=True)  # the noise on the process's file descriptors
 
 
 def noise(proc: subprocess.CompletedProcess, run_dir) -> dict[str, list[str]]:

@@ -83,14 +83,12 @@ def test_mediqa_all_no_error_with_bertscore_gives_correct_na_share_where_the_off
 
 def test_mediqa_cli_scores_the_valid_lines_and_reports_the_skipped_one(tmp_path):
     import json
-    import os
-    import subprocess
-    import sys
 
-    proc = subprocess.run([sys.executable, str(ROOT / "main.py"), "program=mediqa_corr", "task=evaluate",
+    from tests.cli import run_main
+
+    proc = run_main("program=mediqa_corr", "task=evaluate",
                            f"data.path={EDGE / 'reference_4.csv'}", f"data.predictions={EDGE / 'padded_and_invalid.txt'}",
-                           "metrics.bertscore=null", f"hydra.run.dir={tmp_path}"], capture_output=True, text=True,
-                          cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                           "metrics.bertscore=null", f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr[-1500:]
     assert "skipped 1 lines that fail the official line pattern" in proc.stdout
     scores = json.loads((tmp_path / "scores.json").read_text())
@@ -129,18 +127,16 @@ def test_archehr_a_case_id_twice_is_scored_twice_like_the_official_scripts(bundl
 
 def test_archehr_cli_an_integer_case_id_fails_its_subtask_and_duplicates_are_named(tmp_path):
     import json
-    import os
     import shutil
-    import subprocess
-    import sys
+
+    from tests.cli import run_main
 
     folder = tmp_path / "subs"
     shutil.copytree(DUPLICATES, folder)
     st4 = folder / "submission_subtask_4.json"
     st4.write_text(st4.read_text().replace('"case_id": "903"', '"case_id": 903'))
-    proc = subprocess.run([sys.executable, str(ROOT / "main.py"), "task=evaluate", f"data.submissions={folder}",
-                           "metrics.bertscore=null", f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True,
-                          text=True, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    proc = run_main("task=evaluate", f"data.submissions={folder}",
+                           "metrics.bertscore=null", f"hydra.run.dir={tmp_path / 'run'}")
     assert proc.returncode == 0, proc.stderr[-1500:]
     assert "Traceback" not in proc.stderr
     # the official scripts stop with a ValueError (the int never equals the key's "903"): that subtask only
@@ -192,14 +188,11 @@ def test_mediqa_submissions_the_official_script_crashes_on_are_scored_with_a_not
 
 
 def test_mediqa_cli_a_dots_only_correction_is_one_note_line_not_a_traceback(tmp_path):
-    import os
-    import subprocess
-    import sys
+    from tests.cli import run_main
 
-    proc = subprocess.run([sys.executable, str(ROOT / "main.py"), "program=mediqa_corr", "task=evaluate",
+    proc = run_main("program=mediqa_corr", "task=evaluate",
                            f"data.path={EDGE / 'reference_4.csv'}", f"data.predictions={EDGE / 'dots_only.txt'}",
-                           "metrics.bertscore=null", f"hydra.run.dir={tmp_path}"], capture_output=True, text=True,
-                          cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                           "metrics.bertscore=null", f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-1500:]
     notes = [line for line in proc.stdout.splitlines() if line.strip().startswith("note:")]
     assert len(notes) == 1 and "'Hypothesis is empty'" in notes[0]

@@ -12,6 +12,7 @@ import pytest
 from common.errors import ConfigError, RunFolderError
 from common.prediction_log import PredictionLog, PredictionLogError
 from common.run_folder import RunFolder
+from tests.cli import run_main
 from tests.conftest import ROOT
 
 DEV_CASES = ROOT / "data" / "archehr" / "dev_cases.xml"
@@ -105,10 +106,8 @@ def test_a_changed_fingerprint_refuses_restarts_or_forces(tmp_path):
         assert len(list(tmp_path.glob("previous/*/predictions.jsonl"))) == 1
 
 
-def main(*args, **kwargs):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, str(ROOT / "main.py"), *args, "progress=false", "metrics.bertscore=null"],
-                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=600, **kwargs)
+def main(*args):
+    return run_main(*args, quiet=True)
 
 
 def test_rerun_with_a_changed_config_refuses_in_one_line_then_restarts(tmp_path):

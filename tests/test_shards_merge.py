@@ -2,17 +2,15 @@
 folder equal to the unsharded run, and refuses a gap, an overlap or a foreign shard with one error line each."""
 
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
 from omegaconf import OmegaConf
 
 from common.errors import ConfigError
 from runners.shards import bounds, shard_of
+from tests.cli import run_main
 from tests.conftest import ROOT
 
 DEV_CASES = ROOT / "data" / "archehr" / "dev_cases.xml"
@@ -20,9 +18,8 @@ ARGS = ("program=archehr", f"data.cases={DEV_CASES}", "data.limit=4", "metrics.b
 SUBMISSIONS = [f"submission_subtask_{i}.json" for i in (1, 2, 3, 4)]
 
 
-def main(*args, timeout=900):
-    return subprocess.run([sys.executable, str(ROOT / "main.py"), *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=timeout, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+def main(*args):
+    return run_main(*args)
 
 
 def untimed(report: str) -> str:

@@ -1,0 +1,44 @@
+"""Run the task a composed config names: the whole body of `python main.py ...` once Hydra has composed `cfg`.
+
+`main.py` only wraps this in `@hydra.main`; tests call it in process through the same `@hydra.main` entry
+(`tests/cli.py`), so a test of an error line asserts what a user sees without paying a Python start per run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from omegaconf import DictConfig
+
+from common.errors import ClinprogError
+
+
+def dispatch(cfg: DictConfig) -> float | None:
+    """Run `cfg.task`; a `ClinprogError` becomes one `error:` line on stderr (and in the run folder), exit code 2."""
+    from common.logs import quiet_third_party
+
+    quiet_third_party(bool(cfg.get("verbose")))
+    try:
+        runner = importlib.import_module(cfg.task_runners.get(cfg.task) or "runners.program")
+        task = getattr(runner, str(cfg.task), None)
+        if task is None or cfg.task not in (*cfg.task_runners, *cfg.program_tasks):
+            raise ClinprogError(f"unknown task={cfg.task}: choose one of {[*cfg.program_tasks, *cfg.task_runners]}")
+        from common.outputs import output_dir
+        from common.tracking import tracked
+
+        with tracked(cfg, output_dir()):
+            return task(cfg)
+    except ClinprogError as exc:
+        # One clear line instead of a traceback: a missing key, a dead server, a malformed file, a bad config value.
+        print(f"error: {exc}", file=sys.stderr)
+        from common.outputs import record_failure
+
+        record_failure(f"error: {exc}")
+        raise SystemExit(2) from None
+    except Exception as exc:
+        # A bug, not a user error: Hydra prints the traceback (to report); the run folder is still tidied up.
+        from common.outputs import record_failure
+
+        record_failure(f"error: unexpected {type(exc).__name__}: {exc}")
+        raise
