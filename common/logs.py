@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 
 # Packages of this repository: their INFO lines are the run's own messages.
 OWN = ("__main__", "clinprog", "common", "runners", "programs", "tasks", "retrieval", "lms", "optimizers", "serving",
@@ -33,8 +34,11 @@ class ThirdPartyFilter(logging.Filter):
 def quiet_third_party(verbose: bool = False) -> None:
     """Install the filter on the root handlers (Hydra's console and main.log) and lower the noisy loggers."""
     if not verbose:
-        # transformers draws a "Loading weights" bar per model load; it reads this switch when first imported.
+        # transformers draws a "Loading weights" bar per model load; it reads this switch when first imported, so a
+        # transformers already imported (a run started from Python, not the shell) is told directly.
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        if "transformers.utils.logging" in sys.modules:
+            sys.modules["transformers.utils.logging"].disable_progress_bar()
     root = logging.getLogger()
     if verbose:
         for handler in root.handlers:
