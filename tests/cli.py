@@ -32,13 +32,14 @@ def run_main(*args: str, cwd: str | Path = ROOT, env: dict[str, str | None] | No
 
     In this process by default (the same `@hydra.main` entry, its exit code, stdout and stderr); `process=True` starts
     a real Python where the process is the point (exit on a signal, third-party output on file descriptors, Ray).
-    `env` is added to the environment; a None value unsets that variable."""
+    `env` is added to the environment; a None value unsets that variable. `timeout` bounds a real process only."""
     argv = [*args, *(QUIET if quiet else ())]
+    merged = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
+    environment = {k: v for k, v in merged.items() if v is not None}
     if process:
-        merged = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
         return subprocess.run([sys.executable, str(ROOT / "main.py"), *argv], capture_output=True, text=True,
-                              cwd=cwd, timeout=timeout, env={k: v for k, v in merged.items() if v is not None})
-    return main_in_process(argv, cwd=cwd, env=env)
+                              cwd=cwd, timeout=timeout, env=environment)
+    return main_in_process(argv, cwd=cwd, env=environment)
 
 
 def _shield_absl_stream() -> None:
@@ -53,10 +54,9 @@ def _shield_absl_stream() -> None:
     handler.close = handler.flush
 
 
-def main_in_process(argv: list[str], cwd: str | Path = ROOT, env: dict[str, str | None] | None = None
-                    ) -> subprocess.CompletedProcess:
-    """Run `main.cli()` with `sys.argv`, the environment, the working directory and the root logger as a fresh
-    process would have them, and restore all four after."""
+def main_in_process(argv: list[str], cwd: str | Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """Run `main.cli()` with `sys.argv`, the environment (`env`, whole), the working directory and the root logger as
+    a fresh process would have them, and restore all four after."""
     from hydra.core.global_hydra import GlobalHydra
 
     import main as entry
@@ -66,11 +66,8 @@ def main_in_process(argv: list[str], cwd: str | Path = ROOT, env: dict[str, str 
     saved_env, saved_argv, saved_cwd = dict(os.environ), sys.argv, os.getcwd()
     root = logging.getLogger()
     saved_handlers, saved_level = root.handlers[:], root.level
-    for key, value in {"HF_HUB_OFFLINE": "1", **(env or {})}.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    os.environ.clear()
+    os.environ.update(env)
     os.chdir(cwd)
     sys.argv = [str(ROOT / "main.py"), *argv]
     GlobalHydra.instance().clear()

@@ -100,18 +100,10 @@ def predictions(*overrides: str) -> list[dict]:
     return [{k: v for k, v in r.items() if k not in VOLATILE} for r in records]
 
 
-@pytest.fixture(scope="module")
-def baseline() -> list[dict]:
-    """The default run's predictions (with the baseline question stage, see FAST_QUESTION)."""
+@pytest.fixture
+def no_lm() -> None:
+    """The default run has no LM (a DummyLM test before may have configured one)."""
     dspy.configure(lm=None)
-    return predictions()
-
-
-@pytest.fixture(scope="module")
-def learned_question_baseline() -> list[dict]:
-    """The default run's predictions with its learned question stage."""
-    dspy.configure(lm=None)
-    return predictions("program/archehr/question=finetuned")
 
 
 def test_every_parameter_has_a_changed_value():
@@ -121,15 +113,14 @@ def test_every_parameter_has_a_changed_value():
 
 
 @pytest.mark.parametrize(("impl", "param"), sorted(CHANGED, key=str))
-def test_each_parameter_of_the_default_run_changes_its_predictions(baseline, learned_question_baseline, impl, param):
+def test_each_parameter_of_the_default_run_changes_its_predictions(no_lm, impl, param):
     """The default run's implementations against the default run; another implementation of a stage (no longer the
-    default, e.g. evidence/embedding) against the default run with that implementation chosen."""
+    default, e.g. evidence/embedding) against the default run with that implementation chosen. A question stage is
+    always named, so that predictions() keeps it instead of FAST_QUESTION."""
     stage = impl.split("/")[0]
-    chosen = () if impl in {i for i, _ in default_implementations().values()} else (
-        f"program/archehr/{impl.replace('/', '=')}",)
-    if impl == "question/finetuned":  # the default, named: predictions() keeps it instead of FAST_QUESTION
-        chosen = ("program/archehr/question=finetuned",)
-    before = learned_question_baseline if impl == "question/finetuned" else predictions(*chosen)
+    named = stage == "question" or impl not in {i for i, _ in default_implementations().values()}
+    chosen = (f"program/archehr/{impl.replace('/', '=')}",) if named else ()
+    before = predictions(*chosen)
     value = CHANGED[(impl, param)]
     changed = predictions(*chosen, f"program.{stage}.{param}={'null' if value is None else value}")
     assert changed != before, f"program.{stage}.{param}={value} left every prediction unchanged"
@@ -156,8 +147,7 @@ def grounding_verdicts(*overrides: str) -> list:
 
 
 @pytest.mark.parametrize(("impl", "param"), sorted(GROUNDING_CHANGED))
-def test_each_grounding_parameter_changes_its_verdicts(impl, param):
-    dspy.configure(lm=None)
+def test_each_grounding_parameter_changes_its_verdicts(no_lm, impl, param):
     value = GROUNDING_CHANGED[(impl, param)]
     assert grounding_verdicts(f"program.grounding.{param}={value}") != grounding_verdicts(), \
         f"program.grounding.{param}={value} changed no verdict"
@@ -244,7 +234,7 @@ def test_each_swept_parameter_is_a_parameter_of_the_implementation_the_search_se
         assert OmegaConf.select(cfg, key, default="missing") != "missing", f"{search} sweeps {key}: not in its config"
 
 
-def test_the_default_run_search_sweeps_live_parameters(baseline):
+def test_the_default_run_search_sweeps_live_parameters(no_lm):
     overrides, params = _search("archehr_thresholds")
     for key, values in params.items():
         seen = {str(predictions(*overrides, f"{key}={v}")) for v in values}

@@ -87,8 +87,8 @@ def test_mediqa_cli_scores_the_valid_lines_and_reports_the_skipped_one(tmp_path)
     from tests.cli import run_main
 
     proc = run_main("program=mediqa_corr", "task=evaluate",
-                           f"data.path={EDGE / 'reference_4.csv'}", f"data.predictions={EDGE / 'padded_and_invalid.txt'}",
-                           "metrics.bertscore=null", f"hydra.run.dir={tmp_path}")
+                    f"data.path={EDGE / 'reference_4.csv'}", f"data.predictions={EDGE / 'padded_and_invalid.txt'}",
+                    "metrics.bertscore=null", f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr[-1500:]
     assert "skipped 1 lines that fail the official line pattern" in proc.stdout
     scores = json.loads((tmp_path / "scores.json").read_text())
@@ -136,7 +136,7 @@ def test_archehr_cli_an_integer_case_id_fails_its_subtask_and_duplicates_are_nam
     st4 = folder / "submission_subtask_4.json"
     st4.write_text(st4.read_text().replace('"case_id": "903"', '"case_id": 903'))
     proc = run_main("task=evaluate", f"data.submissions={folder}",
-                           "metrics.bertscore=null", f"hydra.run.dir={tmp_path / 'run'}")
+                    "metrics.bertscore=null", f"hydra.run.dir={tmp_path / 'run'}")
     assert proc.returncode == 0, proc.stderr[-1500:]
     assert "Traceback" not in proc.stderr
     # the official scripts stop with a ValueError (the int never equals the key's "903"): that subtask only
@@ -191,8 +191,8 @@ def test_mediqa_cli_a_dots_only_correction_is_one_note_line_not_a_traceback(tmp_
     from tests.cli import run_main
 
     proc = run_main("program=mediqa_corr", "task=evaluate",
-                           f"data.path={EDGE / 'reference_4.csv'}", f"data.predictions={EDGE / 'dots_only.txt'}",
-                           "metrics.bertscore=null", f"hydra.run.dir={tmp_path}")
+                    f"data.path={EDGE / 'reference_4.csv'}", f"data.predictions={EDGE / 'dots_only.txt'}",
+                    "metrics.bertscore=null", f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-1500:]
     notes = [line for line in proc.stdout.splitlines() if line.strip().startswith("note:")]
     assert len(notes) == 1 and "'Hypothesis is empty'" in notes[0]

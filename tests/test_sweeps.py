@@ -22,7 +22,7 @@ def test_sweep_report_table_and_heatmap(tmp_path):
     grid = [(3.5, 2, 0.4), (3.5, 3, 0.5), (3.8, 2, 0.6), (3.8, 3, 0.7)]
     fake_multirun(tmp_path, grid)
     proc = run_main("task=sweep_report", f"dir={tmp_path}",
-                           f"hydra.run.dir={tmp_path / 'report'}")
+                    f"hydra.run.dir={tmp_path / 'report'}")
     assert proc.returncode == 0, proc.stderr[-1500:]
     table = (tmp_path / "sweep_report.md").read_text().splitlines()
     assert table[0] == "fixed in every job: data.limit=5"
@@ -35,15 +35,15 @@ def test_sweep_report_table_and_heatmap(tmp_path):
 
 def test_sweep_report_without_jobs_is_one_line(tmp_path):
     proc = run_main("task=sweep_report", f"dir={tmp_path}",
-                           f"hydra.run.dir={tmp_path / 'r'}")
+                    f"hydra.run.dir={tmp_path / 'r'}")
     assert proc.returncode == 2 and proc.stderr.strip() == f"error: no */scores.json under {tmp_path}"
 
 
 def test_two_job_multirun_returns_each_jobs_objective_and_reports_them(tmp_path):
     sweep = tmp_path / "sweep"
     proc = run_main("-m", "program=archehr", "metrics.bertscore=null",
-                           "program/archehr/evidence=embedding", "program.evidence.top_share=0.1,0.9", "progress=false",
-                           f"hydra.sweep.dir={sweep}")
+                    "program/archehr/evidence=embedding", "program.evidence.top_share=0.1,0.9", "progress=false",
+                    f"hydra.sweep.dir={sweep}")
     assert proc.returncode == 0, proc.stderr[-2000:]
     jobs = [json.loads((sweep / str(i) / "scores.json").read_text()) for i in (0, 1)]
     for scores in jobs:  # the objective is the mean of the subtask overall scores
@@ -52,7 +52,7 @@ def test_two_job_multirun_returns_each_jobs_objective_and_reports_them(tmp_path)
     # a larger share selects more sentences: the swept value reached the program
     assert jobs[0]["subtask_2"]["strict_micro_recall"] < jobs[1]["subtask_2"]["strict_micro_recall"]
     report = run_main("task=sweep_report", f"dir={sweep}",
-                             f"hydra.run.dir={tmp_path / 'r'}")
+                      f"hydra.run.dir={tmp_path / 'r'}")
     assert report.returncode == 0, report.stderr[-1500:]
     header, _, *rows = [r for r in (sweep / "sweep_report.md").read_text().splitlines() if r.startswith("|")]
     columns = [c.strip() for c in header.split("|")]
@@ -78,14 +78,14 @@ SIMILARITY_STAGES = ("program/archehr/evidence=embedding", "program/archehr/alig
 def test_compile_from_the_cli_scores_before_and_after_and_saves_the_state(tmp_path):
     save_to = tmp_path / "compiled" / "archehr_none.json"
     proc = run_main("program=archehr", "task=compile", "optimizer=none",
-                           "optimizer.metric=archehr_evidence", f"program.optimize.save_to={save_to}", *SIMILARITY_STAGES,
-                           f"hydra.run.dir={tmp_path / 'run'}")
+                    "optimizer.metric=archehr_evidence", f"program.optimize.save_to={save_to}", *SIMILARITY_STAGES,
+                    f"hydra.run.dir={tmp_path / 'run'}")
     assert proc.returncode == 0, proc.stderr[-2000:]
     scores = json.loads((tmp_path / "run" / "scores.json").read_text())
     # the offline program on the 3 bundled cases: Subtask 2 strict F1 per case, averaged (0-1)
     run = run_main("program=archehr", "metrics.bertscore=null",
-                          *SIMILARITY_STAGES,
-                          f"hydra.run.dir={tmp_path / 'plain'}")
+                   *SIMILARITY_STAGES,
+                   f"hydra.run.dir={tmp_path / 'plain'}")
     per_case = json.loads((tmp_path / "plain" / "scores.json").read_text())["subtask_2"]["strict_macro_f1"] / 100
     assert scores["before"] == scores["after"] == pytest.approx(per_case)
     meta = json.loads(save_to.with_name(save_to.name + ".meta.json").read_text())
