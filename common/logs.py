@@ -3,6 +3,9 @@
 faiss logs every failed AVX512 import as an INFO line with a `ModuleNotFoundError` (reads like a failure), bm25s and
 numba log DEBUG lines, rouge-score's absl logger says "Using default tokenizer." once per scored text. clinprog's
 own loggers keep INFO; everyone else's records reach the handlers at WARNING and above.
+
+`printable` is the one escape for a user-supplied value (a case id, a request) in a log line: every log call that
+interpolates one passes it through, so no input can write a line of its own into main.log.
 """
 
 from __future__ import annotations
@@ -18,6 +21,15 @@ OWN = ("__main__", "clinprog", "common", "runners", "programs", "tasks", "retrie
 NOISY = ("faiss", "faiss.loader", "bm25s", "numba", "absl", "httpx", "httpcore", "LiteLLM", "litellm", "urllib3",
          "sentence_transformers", "transformers", "filelock", "huggingface_hub", "weaviate", "mlflow", "alembic",
          "matplotlib", "PIL", "asyncio", "uvicorn.access", "submitit", "joblib", "optuna", "jax", "h5py")
+
+
+def printable(text: object, limit: int | None = 200) -> str:
+    """`text` for one log line: newlines and other control characters escaped, so a user-supplied value (a case id,
+    a client's request) cannot forge log lines; cut to `limit` characters (None: whole)."""
+    text = str(text)
+    cut = text if limit is None else text[:limit]
+    safe = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in cut)
+    return safe + ("..." if limit is not None and len(text) > limit else "")
 
 
 def _own(name: str) -> bool:

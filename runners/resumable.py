@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from tqdm import tqdm
 
+from common.logs import printable
 from common.prediction_log import PredictionLog
 from runners.executors import Executor
 
@@ -42,7 +43,7 @@ def run_resumable(items: Sequence[T], key: Callable[[T], str], run_one: Callable
     others = set(done) - {key(item) for item in items}
     if others:  # e.g. a rerun with a smaller data.limit: kept in the file, left out of this run's outputs
         log.warning("%d %ss in %s are not among this run's inputs (%s): kept there, not in this run's submission, "
-                    "scores or reports", len(others), unit, log_file.path, ", ".join(sorted(others)[:5]))
+                    "scores or reports", len(others), unit, log_file.path, ", ".join(printable(i) for i in sorted(others)[:5]))
 
     bar = tqdm(total=len(todo), desc=f"{unit}s", unit=unit, disable=not progress)
     saving = threading.Lock()

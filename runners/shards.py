@@ -10,6 +10,7 @@ from omegaconf import DictConfig
 
 from common.contract import Inputs, ProgramContract
 from common.errors import ConfigError
+from common.logs import printable
 
 log = logging.getLogger(__name__)
 SHARD_KEYS = ("num_shards", "shard")  # data.* keys that differ between the shards of one run
@@ -40,7 +41,8 @@ def select_shard(cfg: DictConfig, contract: ProgramContract, inputs: Inputs[Any]
     part = inputs.items[start:stop]
     if part:
         log.info("data.shard=%d of data.num_shards=%d: %ss %d-%d of %d (%s .. %s)", shard, num, contract.unit,
-                 start + 1, stop, len(inputs.items), contract.item_id(part[0]), contract.item_id(part[-1]))
+                 start + 1, stop, len(inputs.items), printable(contract.item_id(part[0])),
+                 printable(contract.item_id(part[-1])))
     else:
         log.warning("data.shard=%d of data.num_shards=%d: no %ss (only %d in the inputs)", shard, num, contract.unit,
                     len(inputs.items))

@@ -41,6 +41,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from common.contract import ProgramContract
 from common.errors import ClinprogError
+from common.logs import printable
 from lms.errors import lm_failure
 
 log = logging.getLogger("clinprog.serve")
@@ -53,13 +54,6 @@ class LMFailed(Exception):
 
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers)
-
-
-def printable(text: str, limit: int | None = 200) -> str:
-    """`text` for one log line: newlines and other control characters escaped, so a client cannot forge lines."""
-    cut = text if limit is None else text[:limit]
-    safe = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in cut)
-    return safe + ("..." if limit is not None and len(text) > limit else "")
 
 
 class Job:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.errors import ClinprogError
+from common.logs import printable
 
 RELEVANCE_LABELS = ("essential", "supplementary", "not-relevant")
 log = logging.getLogger(__name__)
@@ -105,7 +106,7 @@ def _parse_case(elem: ET.Element, where: str) -> Case:
         answers.append(AnswerSentence(aid, _text(s)))
     if note and not sentences:
         log.warning("%s: <note_excerpt> has text but no <note_excerpt_sentences>/<sentence> elements: the case runs "
-                    "stage 1 only (evidence ids need sentence elements)", ctx)
+                    "stage 1 only (evidence ids need sentence elements)", printable(ctx, limit=None))
     return Case(case_id, narrative, phrases, clinician, note, tuple(sentences), tuple(answers))
 
 
