@@ -20,6 +20,9 @@ def dispatch(cfg: DictConfig) -> float | None:
 
     quiet_third_party(bool(cfg.get("verbose")))
     try:
+        from common.settings import validate
+
+        validate(cfg)  # every schema'd section (serve.*), before any task runs
         runner = importlib.import_module(cfg.task_runners.get(cfg.task) or "runners.program")
         task = getattr(runner, str(cfg.task), None)
         if task is None or cfg.task not in (*cfg.task_runners, *cfg.program_tasks):

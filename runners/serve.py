@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from common.contract import ProgramContract
 from common.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 
 def no_lm_twin(cfg: DictConfig, contract: ProgramContract) -> Any:
@@ -46,16 +49,43 @@ def warm_up(program: Any) -> None:
             return
 
 
+FD_RESERVE = 64  # descriptors a served program holds besides its connections (models, logs, the listening socket)
+
+
+def raise_open_file_limit(max_connections: int) -> None:
+    """Each connection holds a file descriptor: raise the soft open-file limit (up to the hard one) so that
+    `serve.max_connections` fit; say so when they cannot (accept() would fail with `Too many open files`)."""
+    try:
+        import resource
+    except ImportError:  # not on POSIX
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = max_connections + FD_RESERVE
+    if soft == resource.RLIM_INFINITY or soft >= want:
+        return
+    new = want if hard == resource.RLIM_INFINITY else min(hard, want)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+    except (ValueError, OSError):
+        new = soft
+    if new < want:
+        log.warning("serve.max_connections=%d needs about %d open files, the limit is %d (ulimit -n): lower "
+                    "serve.max_connections or raise the limit", max_connections, want, new)
+
+
 def serve(cfg: DictConfig) -> None:
     try:
         import uvicorn
     except ImportError:
         raise ConfigError('task=serve needs the server extra: pip install -e ".[server]"') from None
     from common.dspy_setup import configure_dspy
+    from common.settings import serve_settings
     from lms import build_role_lms
     from runners.program import choose_lm_or_offline, contract_for
-    from serving.app import create_app
+    from serving.app import create_app, server_args
 
+    settings = serve_settings(cfg)  # serve.* checked before anything loads
+    raise_open_file_limit(settings.max_connections)
     contract = contract_for(cfg)
     contract.serve_schemas()  # a program that cannot be served says so before anything loads
     roles = choose_lm_or_offline(cfg, contract)
@@ -66,7 +96,6 @@ def serve(cfg: DictConfig) -> None:
         if built is not None:
             warm_up(built)
     app = create_app(cfg, contract, program, twin)
-    print(f"serving program={contract.name} on http://{cfg.serve.host}:{cfg.serve.port}{contract.serve_path()} "
+    print(f"serving program={contract.name} on http://{settings.host}:{settings.port}{contract.serve_path()} "
           "(OpenAPI: /openapi.json)", flush=True)
-    uvicorn.run(app, host=str(cfg.serve.host), port=int(cfg.serve.port), log_level="info",
-                timeout_graceful_shutdown=5)
+    uvicorn.run(app, **server_args(settings))

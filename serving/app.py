@@ -13,6 +13,14 @@
   sentences 422. Every error is `{"error": "..."}`.
 - An LM failure (server down, timeout, provider error) is not a 500: the program's non-LLM twin answers when it has
   one, else the contract's documented fallback record, each with `lm_failure` saying what failed.
+- Connections are bounded before any request reaches the program: at most `serve.max_connections` open (uvicorn's
+  `limit_concurrency`: beyond, 503 and closed); at most `serve.max_body_readers` requests still sending their body
+  (beyond, 503 and closed at once, so clients that send a body slowly cannot take every connection; `/health` reads
+  no body); a request's headers, then its body, must each arrive within `serve.read_timeout_s` (the connection is
+  closed, a late body with a 408 first); an idle keep-alive connection closes after `serve.keep_alive_s`.
+- Connection-level warnings and errors (accept() out of file descriptors, invalid HTTP, the connection cap) are
+  logged once per kind without a traceback, then as a count at 10, 100, 1000, ... times; `/health` has the counts
+  (`connection_errors`).
 - A bearer token is required when the environment variable `serve.token_env` names is set. Bodies are not logged
   unless `serve.log_bodies=true`; ids in log lines have their control characters escaped.
 """
@@ -25,6 +33,7 @@ import logging
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -42,6 +51,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from common.contract import ProgramContract
 from common.errors import ClinprogError
 from common.logs import printable
+from common.settings import ServeSettings, serve_settings
 from lms.errors import lm_failure
 
 log = logging.getLogger("clinprog.serve")
@@ -124,12 +134,79 @@ class Gate:
                     "max_queue": self.queue}
 
 
-class BodyGuard:
-    """Before FastAPI reads a `/v1/` request: the bearer token, the body's size (counted as the bytes arrive, so a
-    chunked body is limited too), its encoding (UTF-8) and its nesting depth (json's recursion limit): 401, 413, 422."""
+class OncePerKind(logging.Filter):
+    """On uvicorn's and asyncio's loggers: a warning or error of one kind (its message's first line and exception
+    type) is logged once, then counted and logged again only at 10, 100, 1000, ... occurrences, so thousands of
+    failing connections (accept() out of file descriptors, invalid HTTP, the connection cap) are a few lines, not a
+    traceback each. asyncio's records (the event loop's own: accept() failures, and the accept retries it schedules,
+    which fail by the thousand once the server socket closes) and OSErrors never have their traceback logged; an
+    application error's first one does. `counts` holds how often each kind happened (`/health` `connection_errors`);
+    at most MAX_KINDS kinds are told apart."""
 
-    def __init__(self, app: ASGIApp, token: str | None, max_bytes: int) -> None:
+    MAX_KINDS = 50
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        exc = record.exc_info[1] if record.exc_info else None
+        first = str(record.msg if record.args else record.getMessage()).split("\n", 1)[0]
+        if first.startswith("Exception in callback "):  # the callback's repr names objects and addresses
+            first = first.split("(", 1)[0]
+        kind = printable(first + (f" ({type(exc).__name__}{f' errno {exc.errno}' if getattr(exc, 'errno', None) else ''})"
+                                  if exc is not None else ""), limit=160)
+        with self._lock:
+            if kind not in self.counts and len(self.counts) >= self.MAX_KINDS:
+                kind = "other connection errors"
+            self.counts[kind] += 1
+            n = self.counts[kind]
+        if n == 1:
+            said = printable(record.getMessage().split("\n", 1)[0], limit=300)
+            if exc is not None:
+                said += f": {type(exc).__name__}: {printable(str(exc), limit=200)}"
+            record.msg, record.args = f"{said} (logged once; repeats are counted in /health connection_errors)", None
+            if isinstance(exc, OSError) or record.name == "asyncio":
+                record.exc_info, record.exc_text = None, None
+            return True
+        if str(n).strip("0") == "1":  # 10, 100, 1000, ...
+            record.msg, record.args = f"{kind}: {n} times so far", None
+            record.exc_info, record.exc_text, record.stack_info = None, None, None
+            return True
+        return False
+
+
+def install_log_filters() -> OncePerKind:
+    """A fresh error counter on uvicorn's and asyncio's loggers (replacing an earlier app's in this process)."""
+    counter = OncePerKind()
+    for name, new in (("uvicorn.error", counter), ("asyncio", counter)):
+        logger = logging.getLogger(name)
+        for old in [f for f in logger.filters if isinstance(f, type(new))]:
+            logger.removeFilter(old)
+        logger.addFilter(new)
+    return counter
+
+
+class Readers:
+    """How many requests are sending their bodies right now (the event loop's thread alone counts)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.active = limit, 0
+
+
+class BodyGuard:
+    """Before FastAPI reads a `/v1/` request: the bearer token, how many bodies are being read at once, the body's
+    time to arrive and its size (counted as the bytes arrive, so a chunked body is limited too), its encoding (UTF-8)
+    and its nesting depth (json's recursion limit): 401, 503, 408, 413, 422."""
+
+    def __init__(self, app: ASGIApp, token: str | None, max_bytes: int, readers: Readers | None = None,
+                 read_timeout_s: float = 10.0) -> None:
         self.app, self.token, self.max_bytes = app, token, max_bytes
+        self.readers = readers or Readers(32)
+        self.read_timeout_s = read_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
@@ -144,30 +221,56 @@ class BodyGuard:
         if length.isdigit() and int(length) > self.max_bytes:
             await self.too_large(f"{length} bytes")(scope, receive, send)
             return
-        body = bytearray()
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-            if len(body) > self.max_bytes:
-                await self.drain(receive, len(body), more)
-                await self.too_large(f"over {self.max_bytes} bytes (chunked)")(scope, receive, send)
-                return
-        problem = self.undecodable(bytes(body))
+        if self.readers.active >= self.readers.limit:
+            await error(503, f"busy: {self.readers.limit} requests are still sending their bodies "
+                             "(serve.max_body_readers)", {"Retry-After": "1", "Connection": "close"})(scope, receive, send)
+            return
+        self.readers.active += 1
+        try:
+            body = await self.read(scope, receive, send)
+        finally:
+            self.readers.active -= 1
+        if body is None:
+            return
+        problem = self.undecodable(body)
         if problem:
             await error(422, problem)(scope, receive, send)
             return
-        await self.app(scope, self.replay(bytes(body), receive), send)
+        await self.app(scope, self.replay(body, receive), send)
+
+    async def read(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
+        """The whole body, or None once the refusal is sent (or the client left)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.read_timeout_s
+        body = bytearray()
+        more = True
+        try:
+            while more:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
+                if message["type"] == "http.disconnect":
+                    return None
+                body += message.get("body", b"")
+                more = message.get("more_body", False)
+                if len(body) > self.max_bytes:
+                    await self.drain(receive, len(body), more, deadline)
+                    await self.too_large(f"over {self.max_bytes} bytes (chunked)")(scope, receive, send)
+                    return None
+        except TimeoutError:
+            await error(408, f"the request body did not arrive within serve.read_timeout_s={self.read_timeout_s:g} s "
+                             f"({len(body)} bytes came)", {"Connection": "close"})(scope, receive, send)
+            return None
+        return bytes(body)
 
     def too_large(self, size: str) -> JSONResponse:
         return error(413, f"request body of {size} is over serve.max_request_bytes={self.max_bytes}")
 
-    async def drain(self, receive: Receive, received: int, more: bool) -> None:
+    async def drain(self, receive: Receive, received: int, more: bool, deadline: float) -> None:
+        loop = asyncio.get_running_loop()
         while more and received <= DRAIN_FACTOR * self.max_bytes:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                return
             if message["type"] == "http.disconnect":
                 return
             received += len(message.get("body", b""))
@@ -206,11 +309,13 @@ class BodyGuard:
 def create_app(cfg: DictConfig, contract: ProgramContract, program: dspy.Module,
                twin: dspy.Module | None = None) -> FastAPI:
     """The API of `contract`'s program; `twin` (the program without an LM, if it has one) answers LM failures."""
-    s = cfg.serve
     request_model, response_model = contract.serve_schemas()
-    gate = Gate(int(s.max_concurrency), int(s.max_queue))
-    token = os.environ.get(str(s.token_env)) if s.get("token_env") else None
+    s = serve_settings(cfg)
+    gate = Gate(s.max_concurrency, s.max_queue)
+    token = os.environ.get(s.token_env) if s.token_env else None
     lm_name = ((cfg.get("lm") or {}).get("client") or {}).get("model", "none")
+    readers = Readers(s.max_body_readers)
+    counter = install_log_filters()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
@@ -219,7 +324,8 @@ def create_app(cfg: DictConfig, contract: ProgramContract, program: dspy.Module,
 
     app = FastAPI(title="clinprog", version="0.1.0", lifespan=lifespan,
                   description=f"program={contract.name}, lm={lm_name}: {__doc__.splitlines()[0]}")
-    app.add_middleware(BodyGuard, token=token, max_bytes=int(s.max_request_bytes))
+    app.add_middleware(BodyGuard, token=token, max_bytes=s.max_request_bytes, readers=readers,
+                       read_timeout_s=s.read_timeout_s)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -240,7 +346,7 @@ def create_app(cfg: DictConfig, contract: ProgramContract, program: dspy.Module,
         waiter = asyncio.wrap_future(job.future)
         waiter.add_done_callback(lambda f: f.cancelled() or f.exception())  # an abandoned job's error is not lost noise
         try:
-            return await asyncio.wait_for(asyncio.shield(waiter), timeout=float(s.timeout_s))
+            return await asyncio.wait_for(asyncio.shield(waiter), timeout=s.timeout_s)
         except TimeoutError:
             gate.abandon(job)
             return error(504, f"the program took longer than serve.timeout_s={s.timeout_s} s")
@@ -255,7 +361,8 @@ def create_app(cfg: DictConfig, contract: ProgramContract, program: dspy.Module,
     @app.get("/health")
     def health() -> dict[str, Any]:
         return {"status": "ok", "program": contract.name, "lm": lm_name,
-                "stages": dict(cfg.program.get("stages") or {}), **contract.serve_health(cfg), **gate.health()}
+                "stages": dict(cfg.program.get("stages") or {}), **contract.serve_health(cfg), **gate.health(),
+                "reading_bodies": readers.active, "connection_errors": dict(counter.counts)}
 
     async def endpoint(body: request_model):  # type: ignore[valid-type]
         try:
@@ -263,7 +370,7 @@ def create_app(cfg: DictConfig, contract: ProgramContract, program: dspy.Module,
         except ClinprogError as exc:
             return error(422, str(exc))
         sentences = contract.serve_sentences(item)
-        if sentences > int(s.max_sentences):
+        if sentences > s.max_sentences:
             return error(422, f"sentences: {sentences} is over serve.max_sentences={s.max_sentences}")
         if s.log_bodies:
             log.info("request %s", printable(body.model_dump_json(), limit=None))
@@ -289,3 +396,44 @@ def create_app(cfg: DictConfig, contract: ProgramContract, program: dspy.Module,
     for path in (contract.serve_path(), *contract.serve_aliases):
         app.post(path, response_model=response_model)(endpoint)
     return app
+
+
+def bounded_h11(head_timeout_s: float) -> type:
+    """uvicorn's h11 protocol with a deadline for each request's head: a connection that has not sent a complete
+    request line and headers within `head_timeout_s` of opening (or of its last response) is closed. uvicorn times
+    out only an idle keep-alive connection, so one that sends nothing, or its headers a byte at a time, would hold its
+    file descriptor for good."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class BoundedH11(H11Protocol):
+        head_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self.head_timer = self.loop.call_later(head_timeout_s, self.head_timed_out)
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                if self.head_timer is not None:
+                    self.head_timer.cancel()
+                self.head_timer = self.loop.call_later(head_timeout_s, self.head_timed_out)
+
+        def head_timed_out(self) -> None:
+            if self.cycle is None or self.cycle.response_complete:  # no request under way: its head is late
+                self.timeout_keep_alive_handler()  # closes the connection
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self.head_timer is not None:
+                self.head_timer.cancel()
+            super().connection_lost(exc)
+
+    return BoundedH11
+
+
+def server_args(settings: ServeSettings) -> dict[str, Any]:
+    """uvicorn's settings for serving under `settings` (serve.*): the connection cap, the head and keep-alive timeouts
+    (`uvicorn.run(app, **server_args(s))`; a test adds its port and log config)."""
+    return {"host": settings.host, "port": settings.port, "log_level": "info", "timeout_graceful_shutdown": 5,
+            "limit_concurrency": settings.max_connections, "timeout_keep_alive": settings.keep_alive_s,
+            "http": bounded_h11(settings.read_timeout_s)}

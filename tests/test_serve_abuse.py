@@ -2,8 +2,10 @@
 served in-process by uvicorn on 127.0.0.1 and called over real sockets (chunked bodies, raw bytes)."""
 
 import logging
+import socket
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +20,9 @@ from pydantic import BaseModel
 
 from common.contract import ProgramContract
 from common.errors import ConfigError
+from common.settings import serve_settings
 from lms.local_server import free_port
-from serving.app import create_app
+from serving.app import create_app, server_args
 
 SERVING = Path(__file__).resolve().parents[1] / "serving"
 
@@ -122,8 +125,8 @@ class Live:
         self.program = SlowProgram()
         self.url = f"http://127.0.0.1:{free_port()}"
         port = int(self.url.rsplit(":", 1)[1])
-        self.server = uvicorn.Server(uvicorn.Config(create_app(cfg, Slow(), self.program), host="127.0.0.1",
-                                                    port=port, log_config=None, log_level="warning"))
+        args = {**server_args(serve_settings(cfg)), "port": port, "log_config": None, "log_level": "warning"}
+        self.server = uvicorn.Server(uvicorn.Config(create_app(cfg, Slow(), self.program), **args))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 30
@@ -253,3 +256,59 @@ def test_serving_names_no_program():
     for path in SERVING.glob("*.py"):
         text = path.read_text(encoding="utf-8").lower()
         assert not [name for name in ("archehr", "mediqa", "case_id", "text_id") if name in text], path
+
+
+def slow_sender(server: Live, length: int = 100_000) -> socket.socket:
+    """A connection that sends a request's headers (`Content-Length: length`) and one byte of its body, then holds."""
+    sock = socket.create_connection(("127.0.0.1", int(server.url.rsplit(":", 1)[1])))
+    sock.sendall(b"POST /v1/slow/work HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n{" % length)
+    return sock
+
+
+def answer(sock: socket.socket, within: float) -> bytes:
+    """What the server sends until it closes the connection (b"" when it said nothing; TimeoutError: not closed)."""
+    sock.settimeout(within)
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    finally:
+        sock.close()
+    return data
+
+
+def test_slow_body_senders_are_capped_and_timed_out_while_health_answers(live, caplog):
+    caplog.set_level(logging.WARNING)
+    server = live(max_request_bytes=200_000, max_connections=1000, max_body_readers=4, read_timeout_s=2)
+    start = time.monotonic()
+    senders = [slow_sender(server) for _ in range(200)]
+    time.sleep(0.2)
+    asked = time.monotonic()
+    health = httpx.get(f"{server.url}/health", timeout=5)
+    assert health.status_code == 200 and time.monotonic() - asked < 1, health.text
+    statuses = Counter(answer(sock, within=10).split(b" ", 2)[1] for sock in senders)
+    # four bodies were waited for, 408 after serve.read_timeout_s; every other sender was turned away at once
+    assert statuses == {b"503": 196, b"408": 4}, statuses
+    assert time.monotonic() - start < 8
+    assert server.health()["reading_bodies"] == 0
+    assert not [r for r in caplog.records if r.exc_info], "a traceback per connection"
+    assert server.post({"id": "after"}).status_code == 200
+
+
+def test_idle_connections_are_closed_and_the_connection_cap_logs_once_per_kind(live, caplog):
+    caplog.set_level(logging.WARNING)
+    server = live(max_request_bytes=200_000, max_connections=20, max_body_readers=100, read_timeout_s=1)
+    port = int(server.url.rsplit(":", 1)[1])
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(50)]  # they never send a byte
+    start = time.monotonic()
+    assert all(answer(sock, within=5) == b"" for sock in idle)  # closed by the server after serve.read_timeout_s
+    assert time.monotonic() - start < 4
+    senders = [slow_sender(server) for _ in range(60)]
+    refused = [answer(sock, within=5) for sock in senders]
+    assert sum(r.startswith(b"HTTP/1.1 503") for r in refused) >= 40  # over serve.max_connections=20
+    counts = server.health()["connection_errors"]
+    assert counts.get("Exceeded concurrency limit.", 0) >= 40, counts
+    said = [r.getMessage() for r in caplog.records if "Exceeded concurrency limit" in r.getMessage()]
+    assert 1 <= len(said) <= 3 and said[0].startswith("Exceeded concurrency limit. (logged once"), said
+    assert not [r for r in caplog.records if r.exc_info]

@@ -1,0 +1,96 @@
+"""Typed schemas of the config's user-settable numbers: each section is validated here, at one place, before any
+task runs (runners/dispatch.py), so a value that cannot work is one `error:` line naming the key, never a traceback
+deep in a run nor a silent fallback.
+
+A section's schema lists every key of that section in conf/config.yaml (a new knob is added to both: a test checks
+that the schema's defaults are the YAML's); a schema rejects a key it does not know. The code that uses a section
+reads it through its schema (`serve_settings(cfg)`), never the raw config.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from common.errors import ConfigError
+
+STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def _int(low: int, high: int | None = None, **kw: Any) -> Any:
+    says = f"an integer from {low} to {high}" if high is not None else f"an integer >= {low}"
+    return Field(ge=low, le=high, description=says, **kw)
+
+
+def _seconds(**kw: Any) -> Any:
+    return Field(gt=0, allow_inf_nan=False, description="a number of seconds > 0", **kw)
+
+
+class ServeSettings(BaseModel):
+    """`serve.*` (task=serve; serving/app.py). Connections and bodies are bounded before the program sees them."""
+
+    model_config = STRICT
+    host: str = Field("127.0.0.1", min_length=1, description="a host name or address")
+    port: int = _int(1, 65535, default=8080)
+    max_concurrency: int = _int(1, default=2)
+    max_queue: int = _int(0, default=16)
+    timeout_s: float = _seconds(default=120.0)
+    max_request_bytes: int = _int(1, default=2_000_000)
+    max_sentences: int = _int(1, default=2000)
+    token_env: str | None = Field("CLINPROG_SERVE_TOKEN", description="an environment variable's name or null")
+    log_bodies: bool = Field(False, description="true or false")
+    max_connections: int = _int(1, default=256)
+    max_body_readers: int = _int(1, default=32)
+    read_timeout_s: float = _seconds(default=10.0)
+    keep_alive_s: float = _seconds(default=5.0)
+
+
+SECTIONS: dict[str, type[BaseModel]] = {"serve": ServeSettings}
+
+
+def _node(cfg: DictConfig | dict[str, Any], key: str) -> Any:
+    node: Any = cfg
+    for part in key.split("."):
+        if node is None:
+            return None
+        node = node.get(part) if hasattr(node, "get") else None
+    return node
+
+
+def _plain(node: Any) -> Any:
+    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+
+
+def settings(cfg: DictConfig | dict[str, Any], key: str) -> Any:
+    """Section `key` of `cfg` through its schema (its defaults where the section is absent); a value that cannot
+    work is a ConfigError naming `key.field`, what it must be and what it was."""
+    schema = SECTIONS[key]
+    node = _plain(_node(cfg, key))
+    if node is None:
+        node = {}
+    if not isinstance(node, dict):
+        raise ConfigError(f"{key} must be a mapping of its settings, not {node!r}")
+    try:
+        return schema(**{str(k): v for k, v in node.items()})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        if first["type"] == "extra_forbidden":
+            raise ConfigError(f"{key}.{field} is not a setting of {key}: choose from {sorted(schema.model_fields)}") \
+                from None
+        info = schema.model_fields.get(str(first["loc"][0]))
+        says = info.description if info is not None and info.description else first["msg"]
+        raise ConfigError(f"{key}.{field} must be {says}, not {first.get('input')!r}") from None
+
+
+def serve_settings(cfg: DictConfig | dict[str, Any]) -> ServeSettings:
+    return settings(cfg, "serve")
+
+
+def validate(cfg: DictConfig) -> None:
+    """Every schema'd section the config holds (runners/dispatch.py calls this before any task runs)."""
+    for key in SECTIONS:
+        if _node(cfg, key) is not None:
+            settings(cfg, key)

@@ -1,0 +1,39 @@
+"""The typed schemas of the config's numbers (common/settings.py): a value that cannot work is one `error:` line
+naming the key before any task runs, and each schema's defaults are conf/config.yaml's."""
+
+import pytest
+from omegaconf import OmegaConf
+
+from common.errors import ConfigError
+from common.settings import SECTIONS, settings
+from tests.cli import run_main
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize("key", sorted(SECTIONS))
+def test_each_schema_holds_every_key_of_its_section_with_the_yaml_default(key):
+    yaml = OmegaConf.select(OmegaConf.load(ROOT / "conf" / "config.yaml"), key)
+    defaults = SECTIONS[key]().model_dump()
+    assert defaults == OmegaConf.to_container(yaml), f"{key}: conf/config.yaml and common/settings.py differ"
+
+
+@pytest.mark.parametrize(("override", "says"), [
+    ("serve.max_connections=0", "serve.max_connections must be an integer >= 1, not 0"),
+    ("serve.max_body_readers=abc", "serve.max_body_readers must be an integer >= 1, not 'abc'"),
+    ("serve.read_timeout_s=-1", "serve.read_timeout_s must be a number of seconds > 0, not -1"),
+    ("serve.keep_alive_s=0", "serve.keep_alive_s must be a number of seconds > 0, not 0"),
+    ("serve.port=99999", "serve.port must be an integer from 1 to 65535, not 99999"),
+])
+def test_a_serve_knob_that_cannot_work_is_one_error_line_before_anything_loads(tmp_path, override, says):
+    proc = run_main("task=serve", override, f"hydra.run.dir={tmp_path / 'run'}")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip() == f"error: {says}"
+
+
+def test_a_section_that_is_not_a_mapping_or_holds_an_unknown_key_is_refused():
+    with pytest.raises(ConfigError, match=r"^serve must be a mapping of its settings, not 5$"):
+        settings(OmegaConf.create({"serve": 5}), "serve")
+    with pytest.raises(ConfigError, match=r"^serve.max_conections is not a setting of serve: choose from \["):
+        settings(OmegaConf.create({"serve": {"max_conections": 5}}), "serve")
