@@ -22,7 +22,8 @@
   logged once per kind without a traceback, then as a count at 10, 100, 1000, ... times; `/health` has the counts
   (`connection_errors`).
 - A bearer token is required when the environment variable `serve.token_env` names is set. Bodies are not logged
-  unless `serve.log_bodies=true`; ids in log lines have their control characters escaped.
+  unless `serve.log_bodies=true`; ids in log lines have their control characters escaped; query-string values
+  (a token sent as `?token=...`) are redacted from the access log.
 """
 # No `from __future__ import annotations`: the endpoint's body annotation must be the contract's model class itself.
 
@@ -179,10 +180,25 @@ class OncePerKind(logging.Filter):
         return False
 
 
+class RedactQuery(logging.Filter):
+    """On uvicorn's access log: every query-string value is redacted (a token sent as `?token=...` is never written;
+    the API itself takes no query parameters)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str) and "?" in args[2]:
+            path, _, query = args[2].partition("?")
+            safe = "&".join(f"{part.split('=', 1)[0]}=[redacted]" if "=" in part else "[redacted]"
+                            for part in query.split("&") if part)
+            record.args = (*args[:2], f"{path}?{safe}", *args[3:])
+        return True
+
+
 def install_log_filters() -> OncePerKind:
-    """A fresh error counter on uvicorn's and asyncio's loggers (replacing an earlier app's in this process)."""
+    """The access-log redaction and a fresh error counter on uvicorn's and asyncio's loggers (replacing an earlier
+    app's in this process)."""
     counter = OncePerKind()
-    for name, new in (("uvicorn.error", counter), ("asyncio", counter)):
+    for name, new in (("uvicorn.error", counter), ("asyncio", counter), ("uvicorn.access", RedactQuery())):
         logger = logging.getLogger(name)
         for old in [f for f in logger.filters if isinstance(f, type(new))]:
             logger.removeFilter(old)
@@ -200,7 +216,7 @@ class Readers:
 class BodyGuard:
     """Before FastAPI reads a `/v1/` request: the bearer token, how many bodies are being read at once, the body's
     time to arrive and its size (counted as the bytes arrive, so a chunked body is limited too), its encoding (UTF-8)
-    and its nesting depth (json's recursion limit): 401, 503, 408, 413, 422."""
+    and its JSON (nesting depth, number lengths): 401, 503, 408, 413, 422."""
 
     def __init__(self, app: ASGIApp, token: str | None, max_bytes: int, readers: Readers | None = None,
                  read_timeout_s: float = 10.0) -> None:
@@ -288,8 +304,12 @@ class BodyGuard:
             json.loads(text)
         except RecursionError:
             return "the body's JSON is nested too deeply"
-        except ValueError:
+        except json.JSONDecodeError:
             return None  # malformed JSON: FastAPI's validation names where (422)
+        except ValueError as exc:  # json reads the text but Python cannot hold a value (an integer of >4300 digits)
+            if "digits" in str(exc):
+                return "a number in the body's JSON has more digits than can be read: send it as a string"
+            return f"the body's JSON cannot be read ({printable(str(exc), limit=120)})"
         return None
 
     @staticmethod

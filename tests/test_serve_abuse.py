@@ -118,14 +118,15 @@ class Slow(NotServed):
 class Live:
     """create_app(...) under uvicorn in a thread of this process."""
 
-    def __init__(self, **serve: Any) -> None:
+    def __init__(self, access_log: bool = False, **serve: Any) -> None:
         settings = {"host": "127.0.0.1", "max_concurrency": 1, "max_queue": 0, "timeout_s": 0.5,
                     "max_request_bytes": 2000, "max_sentences": 5, "token_env": None, "log_bodies": False, **serve}
         cfg = OmegaConf.create({"serve": settings, "lm": {"client": None}, "program": {"name": "slow"}})
         self.program = SlowProgram()
         self.url = f"http://127.0.0.1:{free_port()}"
         port = int(self.url.rsplit(":", 1)[1])
-        args = {**server_args(serve_settings(cfg)), "port": port, "log_config": None, "log_level": "warning"}
+        args = {**server_args(serve_settings(cfg)), "port": port, "log_config": None,
+                "log_level": "info" if access_log else "warning"}
         self.server = uvicorn.Server(uvicorn.Config(create_app(cfg, Slow(), self.program), **args))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
@@ -156,8 +157,8 @@ class Live:
 def live():
     servers: list[Live] = []
 
-    def start(**serve: Any) -> Live:
-        servers.append(Live(**serve))
+    def start(access_log: bool = False, **serve: Any) -> Live:
+        servers.append(Live(access_log, **serve))
         return servers[-1]
 
     yield start
@@ -210,6 +211,7 @@ def test_a_chunked_body_is_counted_as_it_arrives(live):
     (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
     (b'{"id": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
     (b'{"id": 5', "malformed JSON"),
+    (b'{"id": "n", "seconds": ' + b"9" * 4301 + b"}", "a number in the body's JSON has more digits than can be read"),
 ])
 def test_undecodable_bodies_are_the_documented_422(live, content, message):
     server = live(max_request_bytes=1_000_000)
@@ -312,3 +314,13 @@ def test_idle_connections_are_closed_and_the_connection_cap_logs_once_per_kind(l
     said = [r.getMessage() for r in caplog.records if "Exceeded concurrency limit" in r.getMessage()]
     assert 1 <= len(said) <= 3 and said[0].startswith("Exceeded concurrency limit. (logged once"), said
     assert not [r for r in caplog.records if r.exc_info]
+
+
+def test_a_token_in_the_query_string_is_not_written_to_the_access_log(live, caplog):
+    server = live(access_log=True)
+    caplog.set_level(logging.INFO, logger="uvicorn.access")
+    r = httpx.post(f"{server.url}/v1/slow/work?token=s3cr3t-t0ken&api_key=k3y&s3cr3t-bare", json={"id": "q"})
+    assert r.status_code == 200
+    lines = [rec.getMessage() for rec in caplog.records if rec.name == "uvicorn.access"]
+    assert lines and "/v1/slow/work?token=[redacted]&api_key=[redacted]&[redacted]" in lines[-1], lines
+    assert not [line for line in lines if "s3cr3t" in line or "k3y" in line], lines

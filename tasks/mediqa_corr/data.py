@@ -85,7 +85,9 @@ def load_notes(path: str | Path, limit: int | None = None) -> list[Note]:
     try:
         with path.open(newline="", encoding="utf-8-sig") as fh:
             reader = csv.DictReader(fh)
+            n = 0  # the row being read is n + 1 (row 1: the header), so a malformed one is named
             columns = reader.fieldnames or []
+            n = 1
             missing = [c for c in REQUIRED if c not in columns]
             if missing:
                 raise MediqaDataError(f"{path}: missing columns {missing}; found {columns}")
@@ -131,8 +133,8 @@ def load_notes(path: str | Path, limit: int | None = None) -> list[Note]:
                 notes.append(Note(text_id, (row.get("Text") or "").strip(), sentences, **kwargs))
                 if limit and len(notes) >= limit:
                     break
-    except csv.Error as exc:
-        raise MediqaDataError(f"{path}: malformed CSV ({exc})") from None
+    except csv.Error as exc:  # e.g. a cell over csv.field_size_limit() (131072 characters)
+        raise MediqaDataError(f"{path}, row {n + 1}: malformed CSV ({exc})") from None
     except UnicodeDecodeError as exc:
         raise MediqaDataError(f"{path}: not UTF-8 text ({exc.reason})") from None
     if not notes:
