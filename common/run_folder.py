@@ -7,7 +7,8 @@
   LM identity). Rerunning into the folder resumes only when it matches; otherwise the run refuses with what differs
   and leaves the folder as it was, Hydra's `.hydra/*.yaml` included (`run.resume=restart` moves every output of the
   earlier run together into `previous/<time>/` before the first new record; `run.resume=force` resumes anyway).
-- `hydra.run.dir` naming an existing file is one error line (RunFolderCallback, before Hydra writes there)."""
+- `hydra.run.dir` (`hydra.sweep.dir`) naming a file, a folder under a file or one that cannot be written (under
+  /proc) is one error line (RunFolderCallback, before Hydra writes there)."""
 
 from __future__ import annotations
 
@@ -259,16 +260,37 @@ def restore_hydra_files(folder: Path, subdir: str = ".hydra") -> None:
             os.replace(tmp, path)
 
 
+def folder_problem(key: str, folder: Path) -> str | None:
+    """Why `folder` cannot hold a run's outputs (it or a folder above it is a file; it cannot be created or written
+    to, e.g. under /proc), or None. Creates it (Hydra would, next)."""
+    for above in (folder, *folder.parents):
+        if above.exists():
+            if not above.is_dir():
+                what = f"{key}={folder} is a file" if above == folder else f"{key}={folder}: {above} is a file"
+                return f"{what}, not a folder; choose a folder for the run's outputs"
+            break
+    probe = folder / f".clinprog-write-check-{os.getpid()}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        return f"{key}={folder}: cannot create or write that folder ({exc.strerror or exc}); choose a folder " \
+               "the run can write its outputs to"
+    return None
+
+
 def _not_a_file(key: str, folder: Path) -> None:
-    if folder.exists() and not folder.is_dir():
-        print(f"error: {key}={folder} is a file, not a folder; choose a folder for the run's outputs", file=sys.stderr)
+    problem = folder_problem(key, folder)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         raise SystemExit(2)
 
 
 class RunFolderCallback(Callback):
     """Hydra callback (conf/config.yaml, hydra.callbacks): runs before Hydra creates the run folder and writes its
-    .hydra/*.yaml there. It refuses a run folder that is a file, and keeps the folder's earlier .hydra files so a
-    refused rerun can put them back."""
+    .hydra/*.yaml there. It refuses a run folder that cannot be one (a file, under a file, not writable), and keeps
+    the folder's earlier .hydra files so a refused rerun can put them back."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         folder = Path(str(config.hydra.run.dir))

@@ -1,10 +1,10 @@
 """Typed schemas of the config's user-settable numbers: each section is validated here, at one place, before any
 task runs (runners/dispatch.py), so a value that cannot work is one `error:` line naming the key, never a traceback
-deep in a run nor a silent fallback.
+deep in a run nor a silent fallback (`run.ray.num_workers=0` once ran 2 workers).
 
 A section's schema lists every key of that section in conf/config.yaml (a new knob is added to both: a test checks
 that the schema's defaults are the YAML's); a schema rejects a key it does not know. The code that uses a section
-reads it through its schema (`serve_settings(cfg)`), never the raw config.
+reads it through its schema (`serve_settings(cfg)`, `ray_settings(cfg)`), never the raw config.
 """
 
 from __future__ import annotations
@@ -47,7 +47,17 @@ class ServeSettings(BaseModel):
     keep_alive_s: float = _seconds(default=5.0)
 
 
-SECTIONS: dict[str, type[BaseModel]] = {"serve": ServeSettings}
+class RaySettings(BaseModel):
+    """`run.ray.*` (run.executor=ray; runners/executors/ray_executor.py)."""
+
+    model_config = STRICT
+    address: str | None = Field(None, description="null, auto, host:port or ray://host:port")
+    num_workers: int = _int(1, default=2)
+    cpus_per_worker: float = Field(1.0, gt=0, allow_inf_nan=False, description="a number of CPUs > 0")
+    object_store_mb: int = _int(75, default=200)   # Ray refuses a store under 75 MB
+
+
+SECTIONS: dict[str, type[BaseModel]] = {"serve": ServeSettings, "run.ray": RaySettings}
 
 
 def _node(cfg: DictConfig | dict[str, Any], key: str) -> Any:
@@ -87,6 +97,10 @@ def settings(cfg: DictConfig | dict[str, Any], key: str) -> Any:
 
 def serve_settings(cfg: DictConfig | dict[str, Any]) -> ServeSettings:
     return settings(cfg, "serve")
+
+
+def ray_settings(cfg: DictConfig | dict[str, Any]) -> RaySettings:
+    return settings(cfg, "run.ray")
 
 
 def validate(cfg: DictConfig) -> None:

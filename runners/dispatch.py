@@ -22,7 +22,7 @@ def dispatch(cfg: DictConfig) -> float | None:
     try:
         from common.settings import validate
 
-        validate(cfg)  # every schema'd section (serve.*), before any task runs
+        validate(cfg)  # every schema'd section (serve.*, run.ray.*), before any task runs
         runner = importlib.import_module(cfg.task_runners.get(cfg.task) or "runners.program")
         task = getattr(runner, str(cfg.task), None)
         if task is None or cfg.task not in (*cfg.task_runners, *cfg.program_tasks):

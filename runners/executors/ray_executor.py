@@ -25,6 +25,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from common.errors import ClinprogError, ConfigError
+from common.settings import ray_settings as validated_ray_settings
 from runners.executors import Save
 
 log = logging.getLogger(__name__)
@@ -47,13 +48,8 @@ class Slot:
 
 
 def ray_settings(cfg: DictConfig) -> dict[str, Any]:
-    node = (cfg.get("run") or {}).get("ray") or {}
-    settings = {"address": node.get("address"), "num_workers": int(node.get("num_workers") or 2),
-                "cpus_per_worker": float(node.get("cpus_per_worker") or 1),
-                "object_store_mb": int(node.get("object_store_mb") or 200)}
-    if settings["num_workers"] < 1:
-        raise ConfigError(f"run.ray.num_workers={settings['num_workers']}: at least 1")
-    return settings
+    """run.ray.*, validated by its schema (common/settings.py): a value that cannot work is one error line."""
+    return validated_ray_settings(cfg).model_dump()
 
 
 def import_ray() -> Any:
