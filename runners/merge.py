@@ -2,10 +2,11 @@
 data.shard=0..N-1), equal to the unsharded run: its predictions in input order, then the same finish() as task=run
 (submissions, scores, usage, reports, config).
 
-Checked first, each problem one `error:` line: every folder holds a finished shard run; all come from one config and
-one input (their fingerprints and data.* settings equal, the shard keys aside; the input files unchanged since);
-together they cover every item exactly once (a gap: a shard no folder holds, or a shard folder missing items; an
-overlap: a shard held twice; a foreign shard: another config or input)."""
+Checked first, each problem one `error:` line: every folder holds a finished shard run (its config.json and
+fingerprint.json the JSON objects a run writes); all come from one config and one input (their fingerprints and
+data.* settings equal, the shard keys aside; the input files unchanged since); together they cover every item exactly
+once (a gap: a shard no folder holds, or a shard folder missing items; an overlap: a shard held twice; a foreign
+shard: another config or input)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,33 @@ class Shard:
                 "data": data, "data.num_shards": self.num_shards}
 
 
+def json_kind(value: Any) -> str:
+    """What a JSON value is, as JSON names it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    return {dict: "object", list: "array", str: "string"}.get(type(value), "number")
+
+
+def shape_problem(name: str, value: Any) -> str | None:
+    """Why a shard's config.json or fingerprint.json is not what a run writes (a JSON object; a config with its data
+    and program objects, the program naming its contract), or None."""
+    if not isinstance(value, dict):
+        return f"a JSON {json_kind(value)}, not an object"
+    if name == "fingerprint.json":
+        inputs = value.get("inputs", {})
+        return None if isinstance(inputs, dict) else f"its inputs are a JSON {json_kind(inputs)}, not an object"
+    for key in ("data", "program"):
+        if key not in value:
+            return f"no {key} object"
+        if not isinstance(value[key], dict):
+            return f"its {key} is a JSON {json_kind(value[key])}, not an object"
+    if not isinstance(value["program"].get("contract"), dict):
+        return "its program names no contract object"
+    return None
+
+
 def read_shard(folder: Path) -> Shard:
     if not folder.is_dir():
         raise MergeError(f"{folder}: no such run folder")
@@ -58,6 +86,9 @@ def read_shard(folder: Path) -> Shard:
                              "command is run again)") from None
         except ValueError as exc:
             raise MergeError(f"{folder}/{name}: not JSON ({exc})") from None
+        problem = shape_problem(name, files[name])
+        if problem:
+            raise MergeError(f"{folder}/{name}: not the {name} a run writes ({problem})")
     try:
         shard, num = shard_of(OmegaConf.create(files["config.json"]))
     except ConfigError as exc:
