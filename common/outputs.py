@@ -31,15 +31,18 @@ def append_main_log(out: Path, line: str) -> None:
 
 def record_failure(line: str) -> None:
     """The error line goes to the run's main.log too; a run folder holding nothing of the run's own is removed (a
-    folder another run holds has its run.lock, and one with predictions has them: both are kept)."""
+    folder another run holds has its run.lock, and one with predictions has them: both are kept; so is a multirun
+    job's, whose main.log says why that job failed)."""
     try:
         out = output_dir()
     except Exception:  # noqa: BLE001 - no run folder to speak of
         return
     # Hydra's files and what a run writes before its first prediction: nothing to resume or look at.
     no_content = {".hydra", "main.log", "fingerprint.json"}
-    if out.is_dir() and all(p.name in no_content or (p.name == "predictions.jsonl" and p.stat().st_size == 0)
-                            for p in out.iterdir()):
+    from common.multirun import in_multirun
+
+    if not in_multirun() and out.is_dir() and all(
+            p.name in no_content or (p.name == "predictions.jsonl" and p.stat().st_size == 0) for p in out.iterdir()):
         shutil.rmtree(out, ignore_errors=True)  # nothing of the run's own: no clutter of near-empty folders
         for parent in (out.parent, out.parent.parent):  # outputs/<task>/ and outputs/, when this was their only run
             with contextlib.suppress(OSError):

@@ -33,6 +33,10 @@ def dispatch(cfg: DictConfig) -> float | None:
         with tracked(cfg, output_dir()):
             return task(cfg)
     except ClinprogError as exc:
+        from common.multirun import job_failed
+
+        if job_failed(f"error: {exc}"):  # a multirun job: the next job runs; the sweep's end lists it and exits 2
+            return None
         # One clear line instead of a traceback: a missing key, a dead server, a malformed file, a bad config value.
         print(f"error: {exc}", file=sys.stderr)
         from common.outputs import record_failure
@@ -40,6 +44,14 @@ def dispatch(cfg: DictConfig) -> float | None:
         record_failure(f"error: {exc}")
         raise SystemExit(2) from None
     except Exception as exc:
+        from common.multirun import in_multirun, job_failed
+
+        if in_multirun():  # a bug in one multirun job: its traceback now, the other jobs still run (exit 1 at the end)
+            import traceback
+
+            traceback.print_exc()
+            job_failed(f"error: unexpected {type(exc).__name__}: {exc}", unexpected=True)
+            return None
         # A bug, not a user error: Hydra prints the traceback (to report); the run folder is still tidied up.
         from common.outputs import record_failure
 

@@ -1,0 +1,148 @@
+"""A Hydra multirun (`python main.py -m ...`) in which one job fails still runs every other job, then says which
+failed and exits non-zero.
+
+Without this, a job's `error:` line was a `SystemExit(2)` inside the sweep: the basic launcher stopped there (the
+later jobs never ran) and the joblib launcher re-raised it in the launching process, which exited while the other
+jobs were still running (no job folder was complete). Now, in MULTIRUN mode:
+
+- `job_failed(line)` (runners/dispatch.py, instead of the exit) writes the line to the job's `main.log` (the folder is
+  kept), a `failed.json` marker beside it ({"job", "overrides", "error", "unexpected"}), prints one line that the
+  sweep goes on, and the task returns None: the launcher (in this process or another) goes on to the next job.
+- `MultirunFailuresCallback` (conf/config.yaml, hydra.callbacks) runs in the launching process: at the end of the
+  sweep it prints one `error:` line per failed job of this sweep, naming the overrides that vary, and exits 2
+  (1 where a job failed on a bug, whose traceback the job printed). A job that succeeds on a rerun into the same
+  folder drops its old marker when it starts.
+
+The markers go through the job folders, so every launcher works the same (joblib's workers are other processes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+MARKER = "failed.json"
+
+
+def in_multirun() -> bool:
+    """True inside a job of a Hydra multirun."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    try:
+        return HydraConfig.get().mode == RunMode.MULTIRUN
+    except ValueError:  # not under @hydra.main
+        return False
+
+
+def job_failed(line: str, unexpected: bool = False) -> bool:
+    """In a multirun job: record `line` (an `error: ...` line) for the sweep's summary and return True (the task then
+    returns instead of exiting, so the next job runs). Outside a multirun: False, nothing done."""
+    if not in_multirun():
+        return False
+    from hydra.core.hydra_config import HydraConfig
+
+    from common.outputs import record_failure
+
+    hydra = HydraConfig.get()
+    num = hydra.job.get("num")
+    message = line.removeprefix("error: ")
+    print(f"multirun job #{num} failed (the sweep goes on; each failed job is listed at its end): {message}",
+          file=sys.stderr)
+    record_failure(line)  # main.log; a multirun job's folder is kept (common/outputs.py)
+    out = Path(hydra.runtime.output_dir)
+    record = {"job": num, "overrides": list(hydra.overrides.task), "error": line, "unexpected": unexpected}
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tmp = out / f"{MARKER}.tmp"
+        tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, out / MARKER)
+    except OSError as exc:  # the line above still said it; the summary cannot
+        print(f"multirun job #{num}: cannot write {out / MARKER} ({exc})", file=sys.stderr)
+    return True
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def varying(job_overrides: list[str], sweep_overrides: list[str]) -> list[str]:
+    """The job's overrides less those the whole sweep fixed (given once on the command line, not swept): what tells
+    this job from the others (all of them where nothing is left)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(sweep_overrides)
+        fixed = {_key(o.input_line or "") for o in parsed if not o.is_sweep_override()}
+    except Exception:  # noqa: BLE001 - naming every override is still right
+        fixed = set()
+    named = [o for o in job_overrides if _key(o) not in fixed]
+    return named or list(job_overrides)
+
+
+class MultirunFailuresCallback(Callback):
+    """After every job of a multirun: one `error:` line per failed job (its number, its varying overrides, why, its
+    folder), then exit code 2 (1 where a failure was a bug). Silent when every job succeeded."""
+
+    def __init__(self) -> None:
+        self.started = time.time()
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self.started = time.time()
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:  # a rerun into the folder of a job that failed before: that failure is not this run's
+            (Path(str(config.hydra.runtime.output_dir)) / MARKER).unlink(missing_ok=True)
+        except Exception:  # noqa: BLE001 - no folder yet, or a single run: nothing to drop
+            pass
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep = Path(str(config.hydra.sweep.dir))
+        failures = []
+        for marker in sweep.rglob(MARKER) if sweep.is_dir() else ():
+            try:
+                if marker.stat().st_mtime < self.started - 2:  # an earlier sweep's, into the same folder
+                    continue
+                record = json.loads(marker.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(record, dict):
+                failures.append((marker.parent, record))
+        if not failures:
+            return
+        sweep_overrides = list(config.hydra.overrides.get("task") or [])
+
+        def number(item: tuple[Path, dict]) -> tuple[int, str]:
+            job = item[1].get("job")
+            return (int(job), "") if isinstance(job, int) else (sys.maxsize, str(item[0]))
+
+        failures.sort(key=number)
+        for folder, record in failures:
+            named = " ".join(varying([str(o) for o in record.get("overrides") or []], sweep_overrides))
+            error = str(record.get("error") or "failed").removeprefix("error: ")
+            print(f"error: multirun job #{record.get('job')} ({named}) failed: {error} (its folder: {folder})",
+                  file=sys.stderr)
+        jobs = self._jobs(sweep)
+        total = f" of {jobs}" if jobs >= len(failures) else ""
+        print(f"{len(failures)}{total} multirun jobs failed; the others finished (outputs under {sweep})",
+              file=sys.stderr)
+        raise SystemExit(1 if any(r.get("unexpected") for _, r in failures) else 2)
+
+    def _jobs(self, sweep: Path) -> int:
+        """The jobs of this sweep: folders whose Hydra overrides.yaml was written since it started (0: unknown)."""
+        count = 0
+        for path in sweep.rglob("overrides.yaml"):
+            if path.parent.name != ".hydra" or "previous" in path.relative_to(sweep).parts:  # run.resume=restart's
+                continue
+            try:
+                count += path.stat().st_mtime >= self.started - 2
+            except OSError:
+                continue
+        return count
