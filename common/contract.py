@@ -53,6 +53,15 @@ class ProgramContract(ABC, Generic[Item]):
     def record_id(self, record: dict[str, Any]) -> str:
         return str(record["id"])
 
+    # the fields every saved record holds: the submission writers, scorers and reports read them
+    record_fields: tuple[str, ...] = ()
+
+    def record_problem(self, record: dict[str, Any]) -> str | None:
+        """Why a saved record cannot make this program's outputs (a hand-edited or foreign predictions.jsonl line;
+        task=merge refuses it), or None."""
+        missing = [name for name in self.record_fields if name not in record]
+        return f"lacks {', '.join(missing)}" if missing else None
+
     def subset(self, inputs: Inputs[Item], ids: set[str]) -> Inputs[Item]:
         """The items whose ids are in `ids`, in input order, with their references (data.shard runs one slice);
         a program whose references list every item overrides this to cut them too."""

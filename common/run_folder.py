@@ -8,7 +8,8 @@
   and leaves the folder as it was, Hydra's `.hydra/*.yaml` included (`run.resume=restart` moves every output of the
   earlier run together into `previous/<time>/` before the first new record; `run.resume=force` resumes anyway).
 - `hydra.run.dir` (`hydra.sweep.dir`) naming a file, a folder under a file or one that cannot be written (under
-  /proc) is one error line (RunFolderCallback, before Hydra writes there)."""
+  /proc) is one error line (RunFolderCallback, before Hydra writes there); so is a task=merge into one of its shard
+  folders."""
 
 from __future__ import annotations
 
@@ -280,6 +281,18 @@ def folder_problem(key: str, folder: Path) -> str | None:
     return None
 
 
+def shard_folder_clash(folder: Path, dirs: Any) -> str | None:
+    """task=merge: why `folder` cannot hold the merged run (it is one of the shard folders `dirs`, which the merge
+    would overwrite), or None."""
+    if not dirs or isinstance(dirs, str):
+        return None
+    for shard in dirs:
+        if Path(str(shard)).resolve() == folder.resolve():
+            return f"hydra.run.dir={folder} is the shard folder {shard} of dirs: the merge would overwrite it; merge " \
+                   "into another folder (omit hydra.run.dir)"
+    return None
+
+
 def _not_a_file(key: str, folder: Path) -> None:
     problem = folder_problem(key, folder)
     if problem:
@@ -294,6 +307,10 @@ class RunFolderCallback(Callback):
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         folder = Path(str(config.hydra.run.dir))
+        clash = shard_folder_clash(folder, config.get("dirs")) if config.get("task") == "merge" else None
+        if clash:  # before Hydra writes its .hydra files and main.log into that shard
+            print(f"error: {clash}", file=sys.stderr)
+            raise SystemExit(2)
         _not_a_file("hydra.run.dir", folder)
         if config.hydra.get("output_subdir"):
             remember_hydra_files(folder, str(config.hydra.output_subdir))

@@ -6,7 +6,8 @@ Checked first, each problem one `error:` line: every folder holds a finished sha
 fingerprint.json the JSON objects a run writes); all come from one config and one input (their fingerprints and
 data.* settings equal, the shard keys aside; the input files unchanged since); together they cover every item exactly
 once (a gap: a shard no folder holds, or a shard folder missing items; an overlap: a shard held twice; a foreign
-shard: another config or input)."""
+shard: another config or input); every record holds what the outputs are made from (`contract.record_problem`: a
+damaged record); the merged folder is none of the shards (it would overwrite it)."""
 
 from __future__ import annotations
 
@@ -20,9 +21,10 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 import common.instantiate  # noqa: F401 - registers the resolvers a program config may name
 from common.errors import ClinprogError, ConfigError
+from common.logs import printable
 from common.outputs import output_dir, write_text
 from common.prediction_log import PredictionLog
-from common.run_folder import RunFolder, differences, file_sha256
+from common.run_folder import RunFolder, differences, file_sha256, shard_folder_clash
 from runners.shards import SHARD_KEYS, bounds, shard_of
 
 log = logging.getLogger(__name__)
@@ -96,6 +98,15 @@ def read_shard(folder: Path) -> Shard:
     return Shard(folder, files["config.json"], files["fingerprint.json"], shard, num)
 
 
+def damaged_records(folder: Path, k: int, num: int, size: int, unit: str, damaged: list[tuple[str, str]]) -> str:
+    """The error line of a shard whose predictions.jsonl holds records the outputs cannot be made from."""
+    named = "; ".join(f"{printable(i, limit=80)} {why}" for i, why in damaged[:5]) + (" ..." if len(damaged) > 5 else "")
+    these = "that line" if len(damaged) == 1 else "those lines"
+    return (f"damaged records: {folder} (shard {k} of {num}) holds {len(damaged)} of its {size} {unit}s' records "
+            f"without what the outputs are made from ({unit} {named}); delete {these} from its predictions.jsonl and "
+            "rerun that shard's command to run them again")
+
+
 def merge(cfg: DictConfig) -> float | None:
     """task=merge"""
     from runners.program import contract_for, finish
@@ -104,6 +115,10 @@ def merge(cfg: DictConfig) -> float | None:
     if not dirs or isinstance(dirs, str):
         raise ConfigError("task=merge needs dirs=[RUN0,RUN1,...]: the run folders of data.shard=0..N-1 "
                           "(with data.num_shards=N)")
+    out = output_dir()
+    clash = shard_folder_clash(out, dirs)  # RunFolderCallback refuses it before Hydra writes; a caller without Hydra
+    if clash:
+        raise MergeError(clash)
     problems: list[str] = []
     shards: list[Shard] = []
     for d in dirs:
@@ -150,11 +165,13 @@ def merge(cfg: DictConfig) -> float | None:
             problems.append(f"a gap: {holders[0].dir} (shard {k} of {num}) lacks {len(missing)} of its "
                             f"{stop - start} {contract.unit}s ({', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}): "
                             "rerun that shard's command to resume it")
+        damaged = [(i, why) for i in ids[start:stop] if i in saved and (why := contract.record_problem(saved[i]))]
+        if damaged:
+            problems.append(damaged_records(holders[0].dir, k, num, stop - start, contract.unit, damaged))
         records.update({i: saved[i] for i in ids[start:stop] if i in saved})
     if problems:
         raise MergeError("\nerror: ".join(problems))
 
-    out = output_dir()
     with RunFolder(out, first.fingerprint) as folder:
         ordered = [records[i] for i in ids]
         write_text(folder.predictions, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in ordered))

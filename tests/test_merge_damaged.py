@@ -61,3 +61,45 @@ def test_a_shard_file_that_is_not_what_a_run_writes_is_one_error_naming_it(shard
     line = one_error(merge(s0, damaged, out=out))
     assert line == f"error: {damaged}/{name}: not the {name} a run writes ({says})"
     assert not (out / "predictions.jsonl").exists()
+
+
+def rewrite_first_record(folder, change) -> str:
+    path = folder / "predictions.jsonl"
+    lines = path.read_text().splitlines()
+    record = json.loads(lines[0])
+    change(record)
+    path.write_text("\n".join([json.dumps(record), *lines[1:]]) + "\n")
+    return record["case_id"]
+
+
+def test_a_record_without_its_answer_and_evidence_is_one_error_naming_shard_and_case(shards, tmp_path):
+    _, (s0, s1) = shards
+    damaged = copy_of(s1, tmp_path / "s1_damaged")
+    case = rewrite_first_record(damaged, lambda r: [r.pop("answer"), r.pop("evidence_ids")])
+    out = tmp_path / "merged"
+    line = one_error(merge(s0, damaged, out=out))
+    assert line == (f"error: damaged records: {damaged} (shard 1 of 2) holds 1 of its 2 cases' records without what "
+                    f"the outputs are made from (case {case} lacks evidence_ids, answer); delete that line from its "
+                    "predictions.jsonl and rerun that shard's command to run them again")
+    assert not (out / "predictions.jsonl").exists() and not (out / "submission_subtask_2.json").exists()
+
+
+def test_a_record_whose_fields_are_of_the_wrong_kind_is_refused_too(shards, tmp_path):
+    _, (s0, s1) = shards
+    damaged = copy_of(s1, tmp_path / "s1_damaged")
+    case = rewrite_first_record(damaged, lambda r: r.update(evidence_ids="1,2", alignment=None))
+    line = one_error(merge(damaged, s0, out=tmp_path / "merged"))
+    assert f"(case {case} evidence_ids is not a list, alignment is not a list)" in line, line
+
+
+def snapshot(folder) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_merge_into_one_of_its_shards_is_refused_before_anything_is_written(shards):
+    _, (s0, s1) = shards
+    before = snapshot(s0)
+    line = one_error(merge(s0, s1, out=s0))
+    assert line == (f"error: hydra.run.dir={s0} is the shard folder {s0} of dirs: the merge would overwrite it; "
+                    "merge into another folder (omit hydra.run.dir)")
+    assert snapshot(s0) == before  # its predictions, outputs, .hydra files and main.log as they were

@@ -119,6 +119,18 @@ class ArchEHRContract(ProgramContract[Case]):
     def record_id(self, record: dict[str, Any]) -> str:
         return str(record["case_id"])
 
+    # what the submissions and scores are made of (answer None: a case without a note, Subtask 1 only)
+    record_fields = ("case_id", "clinician_question", "evidence_ids", "answer", "alignment")
+
+    def record_problem(self, record: dict[str, Any]) -> str | None:
+        problem = super().record_problem(record)
+        if problem or record["answer"] is None:
+            return problem
+        kinds = {"answer": str, "evidence_ids": list, "alignment": list}
+        wrong = [f"{name} is not a {'string' if kind is str else 'list'}" for name, kind in kinds.items()
+                 if not isinstance(record[name], kind)]
+        return ", ".join(wrong) or None
+
     # --- the program --------------------------------------------------------------------------------------------
     def stage_nodes(self, cfg: DictConfig) -> dict[str, DictConfig]:
         """Each stage's implementation node (`program.<stage>`, chosen by program/archehr/<stage>=<option>)."""

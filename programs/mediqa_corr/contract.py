@@ -83,6 +83,8 @@ class MediqaCorrContract(ProgramContract[Note]):
                               "embedder": OmegaConf.to_container(cfg.embedder, resolve=True),
                               "reranker": OmegaConf.to_container(cfg.reranker, resolve=True)}}
 
+    record_fields = ("text_id", "flag", "sentence_id", "corrected")   # what corrections() reads
+
     def predict(self, program: dspy.Module, item: Note) -> dict[str, Any]:
         pred = program(note=item)
         c = pred.correction
