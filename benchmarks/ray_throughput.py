@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 import common.instantiate  # noqa: E402,F401 - the resolvers the configs use
 from common.config_groups import compose_config  # noqa: E402
-from common.dspy_setup import configure_dspy  # noqa: E402
+from runners.dspy_setup import configure_dspy  # noqa: E402
 from runners.executors.local import LocalExecutor  # noqa: E402
 from runners.executors.ray_executor import RayExecutor  # noqa: E402
 from runners.program import choose_lm_or_offline, contract_for  # noqa: E402

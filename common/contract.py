@@ -111,7 +111,7 @@ class ProgramContract(ABC, Generic[Item]):
     def report_html(self, cfg: DictConfig, inputs: Inputs[Item], records: list[dict[str, Any]],
                     usage: dict[str, Any], scores: dict[str, Any] | None) -> str:
         """report.html: a self-contained page a person reads (the default lists the records)."""
-        from reports.html import esc, json_block, page
+        from common.html import esc, json_block, page
 
         return page(f"clinprog {self.name} run", f"<h1>clinprog run: {esc(self.name)}</h1><h2>Scores</h2>"
                     f"{json_block(scores)}<h2>Usage</h2>{json_block(usage)}<h2>Records</h2>{json_block(records)}")
@@ -163,3 +163,13 @@ class ProgramContract(ABC, Generic[Item]):
     def serve_health(self, cfg: DictConfig) -> dict[str, Any]:
         """What `GET /health` adds about this program."""
         return {"index": None}
+
+
+def contract_for(cfg: DictConfig) -> ProgramContract:
+    """The program's contract, from `program.contract._target_`."""
+    from hydra.utils import instantiate
+
+    node = cfg.program.get("contract")
+    if not node:
+        raise ConfigError(f"program={cfg.program.get('name')} declares no program.contract._target_")
+    return instantiate(node)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from common.html import esc, json_block, page, table, word_diff
 from optimizers.instruction_guard import truncate
-from reports.html import esc, json_block, page, table, word_diff
 
 REJECTED_SHOWN = 600   # characters of a rejected instruction shown (it may be a whole narrative repeated)
 DEMO_FIELD_SHOWN = 160

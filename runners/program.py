@@ -12,32 +12,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dspy.utils.exceptions import LMError
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from common.contract import Inputs, ProgramContract
-from common.dspy_setup import configure_dspy
+from common.contract import Inputs, ProgramContract, contract_for
 from common.errors import ClinprogError, ConfigError
 from common.outputs import append_main_log, output_dir, write_json, write_text
 from common.prediction_log import PredictionLog
 from common.run_folder import RunFolder, file_sha256
 from lms.describe import backend_name
-from lms.errors import lm_failure
+from runners.dspy_setup import configure_dspy
 from runners.executors import executor_for
-from runners.resumable import Interrupted, run_resumable
+from runners.executors.predictor import build_predictor
+from runners.executors.resumable import Interrupted, run_resumable
 from runners.shards import select_shard
 
 log = logging.getLogger(__name__)
 LM_CHOICES = ("lm=gemini (the seed's system), lm=openai_compatible (a local server: vLLM, Ollama, llama.cpp), "
               "lm=embedded (the tiny local model)")
-
-
-def contract_for(cfg: DictConfig) -> ProgramContract:
-    node = cfg.program.get("contract")
-    if not node:
-        raise ConfigError(f"program={cfg.program.get('name')} declares no program.contract._target_")
-    return instantiate(node)
 
 
 def has_lm(cfg: DictConfig) -> bool:
@@ -136,8 +127,6 @@ def finish(cfg: DictConfig, contract: ProgramContract, inputs: Inputs, records: 
 
 def run(cfg: DictConfig) -> float | None:
     """task=run"""
-    from lms import build_role_lms
-
     contract = contract_for(cfg)
     check_data_limit(cfg, contract)
     inputs = contract.load(cfg)          # bad input fails here, before any LM is built or called
@@ -145,17 +134,8 @@ def run(cfg: DictConfig) -> float | None:
     roles = choose_lm_or_offline(cfg, contract)
     out = output_dir()
     with RunFolder(out, fingerprint(cfg, contract, inputs), str(cfg.get("run", {}).get("resume", "auto"))) as folder:
-        configure_dspy(cfg)
-        role_lms = build_role_lms(cfg.lm, roles) if roles else {}   # a missing key / dead server fails here
-        program = contract.build(cfg, role_lms)
+        predict = build_predictor(cfg, contract, roles)   # a missing key / dead server fails here
         predictions = PredictionLog(folder.predictions, contract.record_id)
-
-        def predict(item: Any) -> dict[str, Any]:
-            try:
-                return contract.predict(program, item)
-            except LMError as exc:  # unreachable API, timeout, provider error: one line naming backend and host
-                raise lm_failure(cfg.lm, exc) from None
-
         try:
             done = run_resumable(inputs.items, contract.item_id, predict, predictions,
                                  num_threads=int(cfg.lm.get("num_threads", 1)) if roles else 1,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from common.contract import contract_for
 from common.errors import ClinprogError
 from common.outputs import write_text
 from common.prediction_log import PredictionLog
-from runners.program import contract_for
 
 
 def report(cfg: DictConfig) -> None:

@@ -78,9 +78,9 @@ def serve(cfg: DictConfig) -> None:
         import uvicorn
     except ImportError:
         raise ConfigError('task=serve needs the server extra: pip install -e ".[server]"') from None
-    from common.dspy_setup import configure_dspy
     from common.settings import serve_settings
     from lms import build_role_lms
+    from runners.dspy_setup import configure_dspy
     from runners.program import choose_lm_or_offline, contract_for
     from serving.app import create_app, server_args
 

@@ -81,7 +81,7 @@ def sweep_report(cfg: DictConfig) -> None:
     pngs = plot(rows, varying, metric, sweep_dir)
     for png in pngs:
         print(f"plot: {png}")
-    from reports.html import esc, page, png_inline, table
+    from common.html import esc, page, png_inline, table
 
     best = max((r for r in rows if isinstance(r.get(metric), int | float)), key=lambda r: r[metric], default=None)
     body = (f"<h1>Sweep {esc(sweep_dir)}</h1><p>{len(rows)} jobs; swept: {esc(', '.join(varying) or 'nothing')}; "

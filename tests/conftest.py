@@ -1,8 +1,6 @@
 from __future__ import annotations
 
-import inspect
 import os
-import re
 from pathlib import Path
 
 import dspy
@@ -38,37 +36,23 @@ def bundled_cases():
     return load_cases(BUNDLED_CASES)
 
 
-# Tiers by cost (pyproject markers): unit (in process), integration (subprocess CLI runs, the browser, HTTP servers,
-# launchers, Ray, fault injection), lm (the embedded LM, a real LM server; also marked slow). A test is integration
-# when its module says so (pytestmark), it uses a server fixture, or its body starts a process.
-_STARTS_A_PROCESS = re.compile(r"(?<![\w.])(run_main|main_in|main|Popen|subprocess\.(run|Popen|check_call|check_output))\(")
-_SERVER_FIXTURES = {"archehr", "mediqa", "server", "served", "ray_cluster", "browser", "page"}
-# modules whose every test starts a process, a server, Ray or the browser (through helpers the regex cannot see)
-_INTEGRATION_MODULES = {"test_cli", "test_cli_quiet", "test_index_faults", "test_index_lock", "test_index_repair_command",
-                        "test_numba_cache", "test_ray_executor", "test_report_browser", "test_run_folder_restart",
-                        "test_serve", "test_serve_abuse", "test_shards_merge", "test_sweeps", "test_toy_program",
-                        "test_tracking_launchers"}
-
-
-def _tier(item) -> str:
-    if item.get_closest_marker("embedded_lm") or item.get_closest_marker("server") or item.get_closest_marker("lm"):
-        return "lm"
-    if (item.get_closest_marker("integration") or item.module.__name__.rsplit(".", 1)[-1] in _INTEGRATION_MODULES
-            or _SERVER_FIXTURES & set(getattr(item, "fixturenames", ()))):
-        return "integration"
-    try:
-        source = inspect.getsource(item.function)
-    except (OSError, TypeError, AttributeError):
-        return "unit"
-    return "integration" if _STARTS_A_PROCESS.search(source) else "unit"
+# Tiers (pyproject markers), one per module, set by its `pytestmark`: unit (in this process, `main.py` runs
+# included), integration (real processes, HTTP servers, the browser, launchers, Ray, fault injection), lm (the
+# embedded LM or a real LM server; also marked slow). A module without exactly one tier is a collection error.
+TIERS = ("unit", "integration", "lm")
 
 
 def pytest_collection_modifyitems(config, items):
+    unmarked = set()
     for item in items:
-        tier = _tier(item)
-        item.add_marker(getattr(pytest.mark, tier))
-        if tier == "lm":
+        tiers = {mark.name for mark in item.iter_markers() if mark.name in TIERS}
+        if len(tiers) != 1:
+            unmarked.add(f"{item.module.__name__}: {sorted(tiers) or 'no tier'}")
+        elif tiers == {"lm"}:
             item.add_marker(pytest.mark.slow)  # the slow tier of earlier releases: -m slow still selects it
+    if unmarked:
+        raise pytest.UsageError("each test module needs exactly one tier: pytestmark = pytest.mark.unit | "
+                                f"integration | lm; {'; '.join(sorted(unmarked))}")
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,8 @@ from tests.builders import program
 from tests.cli import run_main
 from tests.conftest import BUNDLED_CASES, ROOT
 
+pytestmark = pytest.mark.unit
+
 FIXTURES = ROOT / "tests" / "fixtures" / "archehr2025"
 
 

@@ -5,6 +5,8 @@ import pytest
 from tasks.archehr.data import ArchEHRDataError, load_cases, load_key
 from tests.conftest import BUNDLED_CASES, BUNDLED_KEY, DEV_QUESTIONS
 
+pytestmark = pytest.mark.unit
+
 
 def test_bundled_cases_load_with_string_ids_and_stripped_text(bundled_cases):
     assert [c.case_id for c in bundled_cases] == ["901", "902", "903"]

@@ -14,6 +14,8 @@ from tasks.archehr.metrics import (
 from tasks.sari import sari
 from tasks.text_metrics import BertScoreConfig, Unavailable, bertscore, bleu, rouge
 
+pytestmark = pytest.mark.unit
+
 
 def key_st2():
     rel = {"1": "essential", "2": "essential", "3": "supplementary", "4": "not-relevant", "5": "not-relevant"}

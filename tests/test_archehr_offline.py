@@ -7,6 +7,8 @@ from programs.archehr.offline.evidence import to_likert
 from tasks.archehr.data import AnswerSentence, Case, NoteSentence
 from tests.builders import archehr_stage, program
 
+pytestmark = pytest.mark.unit
+
 NOTE = [
     NoteSentence("1", "DISCHARGE SUMMARY:"),
     NoteSentence("2", "Lisinopril was held because of hypotension and acute kidney injury."),

@@ -1,9 +1,12 @@
 """The whole cascade with DummyLMs: wiring, 4 LM calls per case, per-role LMs, Subtask-4 input answers."""
 
 import dspy
+import pytest
 
 from tasks.archehr.data import AnswerSentence
 from tests.builders import program
+
+pytestmark = pytest.mark.unit
 
 
 def script(case):

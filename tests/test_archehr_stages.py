@@ -1,9 +1,12 @@
 """Each stage with a scripted DummyLM: exact outputs, and every fallback branch."""
 
 import dspy
+import pytest
 
 from tasks.archehr.data import AnswerSentence, NoteSentence
 from tests.builders import archehr_stage
+
+pytestmark = pytest.mark.unit
 
 SENTS = [NoteSentence(str(i), f"sentence {i}.") for i in range(1, 6)]
 

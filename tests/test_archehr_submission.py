@@ -5,6 +5,8 @@ import pytest
 from tasks.archehr.data import ArchEHRDataError
 from tasks.archehr.submission import read_submission, write_submissions
 
+pytestmark = pytest.mark.unit
+
 
 def record(cid, answer="A."):
     return {"case_id": cid, "clinician_question": "Q?", "evidence_ids": ["1"], "answer": answer,

@@ -1,4 +1,8 @@
+import pytest
+
 from programs.archehr.text import last_question_sentence, numbered, soft_cut, split_sentences, truncate_words
+
+pytestmark = pytest.mark.unit
 
 
 def words(n: int, end_at: set[int] = frozenset()) -> str:

@@ -7,6 +7,8 @@ import pytest
 from tests.cli import run_main
 from tests.conftest import BUNDLED_CASES, BUNDLED_KEY, ROOT
 
+pytestmark = pytest.mark.unit
+
 FIXTURE_SUBMISSION = ROOT / "tests" / "fixtures" / "archehr_submission"
 
 
@@ -46,38 +48,6 @@ def test_evaluate_scores_official_submission_files(tmp_path):
         assert f"{st}:" in proc.stdout
 
 
-@pytest.mark.embedded_lm
-def test_embedded_lm_end_to_end_on_one_case_then_resumes_from_cache(tmp_path):
-    out = tmp_path / "run"
-    args = ("program=archehr", "lm=embedded", "data.limit=1", f"hydra.run.dir={out}", f"cache_dir={tmp_path / 'cache'}",
-            "progress=false")
-    proc = main(*args)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    for name in ("predictions.jsonl", "usage.json", "scores.json", "report.md",
-                 *(f"submission_subtask_{i}.json" for i in (1, 2, 3, 4))):
-        assert (out / name).is_file(), name
-    record = json.loads((out / "predictions.jsonl").read_text().splitlines()[0])
-    assert record["case_id"] == "901" and 0 < len(record["clinician_question"].split()) <= 15
-    assert set(record["evidence_ids"]) <= {str(i) for i in range(1, 11)}
-    assert len(record["answer"].split()) <= 75
-    assert [a["answer_id"] for a in record["alignment"]] == ["1", "2", "3"]
-    usage = json.loads((out / "usage.json").read_text())
-    assert usage["lm_calls_per_case"] == 4
-    sub2 = json.loads((out / "submission_subtask_2.json").read_text())
-    assert sub2 == [{"case_id": "901", "prediction": record["evidence_ids"]}]
-
-    # Same config, new folder: every LM call is a DSPy cache hit.
-    again = main(*args[:3], f"hydra.run.dir={tmp_path / 'again'}", *args[4:])
-    assert again.returncode == 0, again.stderr[-2000:]
-    assert json.loads((tmp_path / "again" / "usage.json").read_text())["lm_calls_total"] == 0
-    assert (tmp_path / "again" / "predictions.jsonl").read_text() .splitlines()[0].startswith('{"case_id": "901"')
-
-    # Same folder: the case already in predictions.jsonl is not run again.
-    resumed = main(*args)
-    assert resumed.returncode == 0
-    assert len((out / "predictions.jsonl").read_text().splitlines()) == 1
-
-
 VALIDATION = ROOT / "data" / "mediqa_corr" / "MEDEC-MS-ValidationSet-with-GroundTruth-and-ErrorType.csv"
 
 
@@ -115,47 +85,6 @@ def test_mediqa_evaluate_scores_a_submission_file(tmp_path):
     scores = json.loads((tmp_path / "out" / "scores.json").read_text())
     assert scores["error_flag_accuracy"] == 1.0 and scores["error_sentence_accuracy"] == 1.0
     assert scores["R1FC"] == pytest.approx(1.0, abs=1e-6) and scores["AggregateC"] == pytest.approx(1.0, abs=1e-6)
-
-
-@pytest.mark.embedded_lm
-def test_mediqa_embedded_lm_end_to_end_on_one_note(tmp_path):
-    out = tmp_path / "run"
-    proc = main("program=mediqa_corr", "lm=embedded", "data.limit=1", "program.search.enabled=false",
-                "metrics.bertscore=null", f"hydra.run.dir={out}", f"cache_dir={tmp_path / 'cache'}", "progress=false")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    lines = (out / "submission.txt").read_text().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ms-val-0 ")
-    from tasks.mediqa_corr.submission import LINE
-
-    assert LINE.fullmatch(lines[0])
-    record = json.loads((out / "predictions.jsonl").read_text())
-    assert record["react_steps"] >= 1 and record["lm_calls"] == sum(u["lm_calls"] for u in record["usage"].values())
-    assert record["line"] == lines[0]
-    # the scores are those of this one line against the note's labels (ms-val-0 has an error in sentence 5)
-    from tasks.mediqa_corr.data import load_notes
-
-    note = load_notes(VALIDATION, 1)[0]
-    flag_right = float(record["flag"] == note.error_flag)
-    sentence_right = float(record["sentence_id"] == note.error_sentence_id)  # -1 on both sides for "no error"
-    scores = json.loads((out / "scores.json").read_text())
-    assert scores["error_flag_accuracy"] == flag_right and scores["error_sentence_accuracy"] == sentence_right
-    assert scores["BLEURTC"] is None and "bleurt" in scores["unavailable"]
-
-
-@pytest.mark.embedded_lm
-def test_archehr2025_embedded_lm_writes_a_cited_answer_the_scorer_reads(tmp_path):
-    out = tmp_path / "run"
-    proc = main("program=archehr2025", "lm=embedded", "data.limit=1", "metrics.bertscore=null", f"hydra.run.dir={out}",
-                f"cache_dir={tmp_path / 'cache'}", "progress=false")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    from tasks.archehr2025.submission import parse_answer
-
-    (entry,) = json.loads((out / "submission.json").read_text())
-    parsed = parse_answer(entry["answer"])
-    assert entry["case_id"] == "901" and parsed.citations <= {str(i) for i in range(1, 11)} and parsed.citations
-    assert len(parsed.text.split()) <= 75
-    usage = json.loads((out / "usage.json").read_text())
-    assert "question" not in usage["stages"] or usage["stages"]["question"]["lm_calls"] == 0  # the question is given
 
 
 def test_an_lm_server_that_refuses_mid_run_is_one_line_naming_backend_and_host(tmp_path):

@@ -12,6 +12,8 @@ from common.logs import NOISY, quiet_third_party
 from tests.cli import run_main
 from tests.conftest import BUNDLED_CASES, BUNDLED_KEY, ROOT
 
+pytestmark = pytest.mark.integration
+
 TINY = ROOT / "tests" / "fixtures" / "corpus" / "tiny.jsonl"
 SUBMISSION = ROOT / "tests" / "fixtures" / "archehr_submission"
 # The lines users reported, as they look in the console (Hydra's format) or in main.log.

@@ -8,16 +8,18 @@ import dspy
 import pytest
 
 import runners.compile as compile_runner
+from common.contract import contract_for
 from common.errors import ConfigError
+from common.html import esc
 from optimizers.instruction_guard import GuardLimits, judge, words
 from optimizers.instruction_review import example_inputs, guard_instructions, snapshot
 from optimizers.split_overlap import split_overlap
 from reports import compile_report
-from reports.html import esc
-from runners.program import contract_for
 from signatures.constrained import ConstrainedJSONAdapter
 from tests.builders import config, program
 from tests.conftest import BUNDLED_CASES, DEV_QUESTIONS
+
+pytestmark = pytest.mark.unit
 
 QUESTION = "question.interpret"
 REWRITE = ("Read the patient's message and find the one clinical question it asks about the hospital stay. Rewrite "

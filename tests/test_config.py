@@ -8,6 +8,8 @@ from omegaconf import OmegaConf
 
 from lms import LMConfigError, build_lm, build_role_lms
 
+pytestmark = pytest.mark.unit
+
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
 LM_GROUP = sorted(p.stem for p in (Path(CONF) / "lm").glob("*.yaml"))
 METRICS_GROUP = sorted(p.stem for p in (Path(CONF) / "metrics").glob("*.yaml"))

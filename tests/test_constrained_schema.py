@@ -3,11 +3,14 @@
 import json
 
 import dspy
+import pytest
 from dspy.lm15 import Message, Response, TextPart, Usage
 
 from signatures.constrained import ConstrainedJSONAdapter
 from tasks.archehr.data import AnswerSentence, NoteSentence
 from tests.builders import archehr_stage
+
+pytestmark = pytest.mark.unit
 
 
 class CapturingEngine:

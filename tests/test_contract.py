@@ -11,6 +11,8 @@ from runners.program import choose_lm_or_offline, contract_for
 from tests.builders import config
 from tests.conftest import BUNDLED_KEY, ROOT
 
+pytestmark = pytest.mark.unit
+
 FIXTURE_SUBMISSION = ROOT / "tests" / "fixtures" / "archehr_submission"
 
 

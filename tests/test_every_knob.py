@@ -12,11 +12,13 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
+from common.contract import contract_for
 from common.overrides import dead_stage_key
-from runners.program import contract_for
 from tasks.archehr.data import load_cases
 from tests.builders import archehr_stage, config, shared_embedder
 from tests.cli import run_main
+
+pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = load_cases(ROOT / "data" / "archehr" / "dev_cases.xml")[:6]

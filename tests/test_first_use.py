@@ -11,6 +11,8 @@ import pytest
 from tests.cli import run_main
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.unit
+
 
 def main_in(cwd, *args):
     # From another working directory, as a user with a clone elsewhere: data paths resolve through CLINPROG_ROOT.
@@ -97,7 +99,7 @@ def test_an_error_whose_cause_chain_loops_is_still_one_line():
 @pytest.fixture(scope="module")
 def mediqa_contract():
     from common.config_groups import compose_config
-    from runners.program import contract_for
+    from common.contract import contract_for
 
     def make(*overrides):
         cfg = compose_config("program=mediqa_corr", "metrics.bertscore=null", *overrides)

@@ -1,7 +1,11 @@
 """The grounding check: fabricated facts are flagged, paraphrases pass, drop mode edits the answer."""
 
+import pytest
+
 from tasks.archehr.data import NoteSentence
 from tests.builders import program
+
+pytestmark = pytest.mark.unit
 
 NOTE = [NoteSentence("1", "HOSPITAL COURSE:"),
         NoteSentence("2", "Repeat troponin at 6 hours was elevated at 0.9."),

@@ -19,6 +19,8 @@ from omegaconf import OmegaConf
 
 from common.config_groups import compose_config
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
 SOURCE_DIRS = ("common", "runners", "programs", "tasks", "retrieval", "lms", "optimizers", "serving", "reports",

@@ -15,6 +15,8 @@ from retrieval.passage import RetrievalError
 from tests.retrieval_helpers import HashEmbedder
 from tests.test_retrieval import FIXTURES, TINY
 
+pytestmark = pytest.mark.unit
+
 
 def index_at(path):
     return LocalIndex(path, HashEmbedder(), bm25_backend="numpy")

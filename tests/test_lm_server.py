@@ -16,7 +16,7 @@ from lms.local_server import MODEL_ALIAS, LlamaServer, RecordingProxy
 from tests.cli import run_main
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.lm, pytest.mark.server]
 
 
 def main(*args, timeout=900):

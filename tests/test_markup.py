@@ -11,6 +11,8 @@ from programs.archehr2025.contract import ArchEHR2025Contract
 from tests.builders import archehr_stage, program
 from tests.test_archehr_pipeline import script
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize(("raw", "clean"), [
     ('Why did he still need the surgery? ```json {"', "Why did he still need the surgery?"),  # seen in a run

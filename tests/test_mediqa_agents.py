@@ -1,8 +1,12 @@
 """MedReAct'N'MedReFlex with scripted DummyLMs: every branch of the agent loop."""
 
+import pytest
+
 from programs.mediqa_corr.medeval import accept
 from tasks.mediqa_corr.data import Note
 from tests.builders import program
+
+pytestmark = pytest.mark.unit
 
 NOTE = Note("ms-val-9", "t", (("0", "A 30-year-old man has fever."), ("1", "He is treated with penicillin for MRSA."),
                              ("2", "He recovers.")), 1, 1, "He is treated with penicillin for MRSA.",

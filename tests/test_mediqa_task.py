@@ -11,6 +11,8 @@ from tasks.mediqa_corr.metrics import CorrMetricsConfig, score
 from tasks.mediqa_corr.submission import LINE, Correction, no_error, read_submission, write_submission
 from tasks.text_metrics import BertScoreConfig
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[1]
 VALIDATION = ROOT / "data" / "mediqa_corr" / "MEDEC-MS-ValidationSet-with-GroundTruth-and-ErrorType.csv"
 TRAIN = ROOT / "data" / "mediqa_corr" / "MEDIQA-CORR-2024-MS-TrainingData-100-sampled.csv"

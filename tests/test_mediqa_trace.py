@@ -3,6 +3,8 @@ proposals, reviews, decisions and reflexions; report.html shows it; markup the a
 
 import json
 
+import pytest
+
 from common.config_groups import compose_config
 from common.contract import Inputs
 from programs.mediqa_corr.contract import MediqaCorrContract
@@ -10,6 +12,8 @@ from retrieval.passage import Passage
 from retrieval.retriever import Retriever
 from tests.builders import program
 from tests.test_mediqa_agents import NOTE, reviews, step
+
+pytestmark = pytest.mark.unit
 
 PASSAGES = [Passage("statpearls:mrsa#3", "MRSA is resistant to all beta-lactams, penicillin included.",
                     title="Methicillin-Resistant Staphylococcus aureus", source="statpearls"),

@@ -13,6 +13,8 @@ from retrieval.ingest import ingest
 from retrieval.local import ROOT, LocalIndex, numba_cache_dir
 from tests.retrieval_helpers import HashEmbedder
 
+pytestmark = pytest.mark.integration
+
 # Opens a tiny index with the numba BM25 backend, runs one query, and reports numba's cache statistics for the
 # kernel bm25s retrieves with.
 SCRIPT = """

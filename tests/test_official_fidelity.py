@@ -14,6 +14,8 @@ from tasks.mediqa_corr.metrics import CorrMetricsConfig, score
 from tasks.mediqa_corr.submission import Correction, read_submission
 from tests.conftest import BUNDLED_KEY, ROOT
 
+pytestmark = pytest.mark.unit
+
 EDGE = ROOT / "tests" / "fixtures" / "mediqa_edge"
 
 

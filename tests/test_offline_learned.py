@@ -18,6 +18,8 @@ from programs.archehr.offline.note_layout import layout
 from tasks.archehr.data import AnswerSentence, NoteSentence
 from tests.builders import archehr_stage, config, program, shared_embedder
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[1]
 STATE = ROOT / "data" / "archehr" / "compiled_program.json"
 
@@ -153,9 +155,9 @@ def test_a_selection_override_out_of_range_is_one_config_line(override):
 
 
 def test_the_logistic_optimizer_fits_the_heads_with_dspys_compile_shape(tmp_path):
+    from common.contract import contract_for
     from common.program_state import load_compiled, save_compiled
     from optimizers.logistic import LogisticFit
-    from runners.program import contract_for
 
     data = ROOT / "data" / "archehr"
     cfg = config("program=archehr", "lm=none", "program/archehr/question=baseline",
@@ -172,8 +174,8 @@ def test_the_logistic_optimizer_fits_the_heads_with_dspys_compile_shape(tmp_path
 
 
 def test_the_logistic_optimizer_refuses_a_key_without_answer_sentences(tmp_path):
+    from common.contract import contract_for
     from optimizers.logistic import LogisticFit
-    from runners.program import contract_for
 
     data = ROOT / "data" / "archehr"
     key = json.loads((data / "dev_cases_key.json").read_text())

@@ -5,17 +5,19 @@ import json
 import dspy
 import pytest
 
+from common.contract import contract_for
 from common.errors import ConfigError
 from optimizers.compile import CompiledProgramError, load_compiled, run_optimizer, save_compiled
 from optimizers.feedback import with_feedback
 from programs.archehr.objectives import archehr_case_metric, archehr_evidence_metric
 from programs.mediqa_corr.objectives import describe_mediqa, mediqa_note_metric
 from runners.compile import build_optimizer, program_metric
-from runners.program import contract_for
 from signatures.constrained import ConstrainedJSONAdapter
 from tasks.archehr.data import load_cases
 from tests.builders import config, program
 from tests.conftest import BUNDLED_CASES, BUNDLED_KEY
+
+pytestmark = pytest.mark.unit
 
 # Keyed by a field marker of each stage's input message (DummyLM returns the first key found in the prompt).
 SCRIPT = {

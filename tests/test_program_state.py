@@ -3,8 +3,11 @@
 import json
 
 import dspy
+import pytest
 
 from tests.builders import program as build_program
+
+pytestmark = pytest.mark.unit
 
 
 def test_save_and_load_round_trip(tmp_path, dummy_lm):

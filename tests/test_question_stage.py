@@ -20,6 +20,8 @@ from programs.archehr.question_text import finish_question, fit_to_budget, norma
 from tasks.archehr.data import Case
 from tests.builders import archehr_stage, config
 
+pytestmark = pytest.mark.unit
+
 
 def test_form_labels_and_runs_of_space_are_dropped_and_every_word_is_bounded():
     assert normalise_message("SUBJECT: knee pain\nMESSAGE:  Why does my knee   hurt?") == "knee pain Why does my knee hurt?"
@@ -149,7 +151,7 @@ def test_the_guard_refuses_a_collapsed_template_even_when_rouge_likes_it():
 
 
 def test_question_pairs_load_as_noteless_cases_with_prefixed_ids(tmp_path):
-    from runners.program import contract_for
+    from common.contract import contract_for
 
     path = tmp_path / "pairs.jsonl"
     path.write_text('{"id": "1", "question": "Q one?", "summary": "S one?"}\n\n{"id": "2", "question": "Q", "summary": "S"}\n')
@@ -172,40 +174,3 @@ MADE_UP = [
 ]
 
 
-@pytest.mark.lm
-def test_the_shipped_question_model_writes_one_short_question_per_message():
-    stage = archehr_stage("question", "finetuned")
-    for message in MADE_UP:
-        out = stage(message)
-        words = out.clinician_question.split()
-        assert 3 <= len(words) <= 15 and out.clinician_question.endswith("?"), out.clinician_question
-        assert out.register in ("consumer", "clinician") and out.fallback is None
-    clinician = archehr_stage("question", "finetuned", "program.question.register=clinician")
-    assert not {"i", "my", "me"} & set(clinician(MADE_UP[0]).clinician_question.lower().rstrip("?").split())
-
-
-@pytest.mark.lm
-def test_finetune_compiles_the_adapter_which_saves_and_loads_as_program_state(tmp_path):
-    from common.program_state import load_compiled, save_compiled
-    from optimizers.finetune import QuestionFinetune
-    from tests.builders import program
-
-    student = program("archehr", "lm=none", "program.compiled=null")
-    assert not student.question.adapter.fitted
-    trainset = [dspy.Example(case=Case(f"t{i}", m, clinician_question=r), clinician_question=r,
-                             register="consumer" if i else "clinician").with_inputs("case")
-                for i, (m, r) in enumerate(VAL * 2)]
-    compiled = QuestionFinetune(rank=2, layers=1, epochs=1.0, batch_size=2, warmup_steps=0,
-                                max_input_tokens=32).compile(student, trainset=trainset)
-    assert compiled.question.adapter.fitted and not student.question.adapter.fitted
-    fit = compiled.question.adapter.fit
-    assert fit["kept_after_opening_cap"] == 4  # each repeated reference kept once (max_opening_share)
-    assert fit["steps"] == 2 and list(fit["layers"]) == [29] and "what foods should people" in fit["opening_prior"]["consumer"]
-    assert compiled.question.register_head.fitted  # two registers: the head is fitted too
-    path = save_compiled(compiled, tmp_path / "q.json", {})
-    state = json.loads(path.read_text())
-    assert state["question.adapter"]["rank"] == 2 and "question.register_head" in state
-    again = load_compiled(program("archehr", "lm=none", "program.compiled=null"), path)
-    assert again.question.adapter.adapter_id == compiled.question.adapter.adapter_id
-    message = VAL[0][0]
-    assert again.question(message).clinician_question == compiled.question(message).clinician_question

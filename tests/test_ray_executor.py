@@ -17,6 +17,8 @@ import pytest
 
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.integration
+
 pytest.importorskip("ray", reason='run.executor=ray needs Ray: pip install -e ".[ray]"')
 
 DEV_CASES = ROOT / "data" / "archehr" / "dev_cases.xml"

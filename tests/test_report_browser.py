@@ -15,8 +15,9 @@ import pytest
 from tests.conftest import ROOT
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (.ci/run "
-                                "installs it: apt-get install -y chromium)")
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (.ci/run "
+                                 "installs it: apt-get install -y chromium)")]
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync"]
 

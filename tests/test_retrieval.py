@@ -15,6 +15,8 @@ from retrieval.passage import Passage, RetrievalError
 from retrieval.retriever import Retriever
 from tests.retrieval_helpers import HashEmbedder
 
+pytestmark = pytest.mark.unit
+
 FIXTURES = Path(__file__).parent / "fixtures" / "corpus"
 TINY = CorpusSpec(name="tiny", paths=[str(FIXTURES / "tiny.jsonl")], id_field="id", text_field="body",
                   title_fields=["topic", "q"], source_field="src")

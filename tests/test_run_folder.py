@@ -1,11 +1,6 @@
 """Run folders never mix or lose results: torn lines, hand-broken lines, locks, fingerprints, Ctrl-C, foreign keys."""
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 
@@ -14,6 +9,8 @@ from common.prediction_log import PredictionLog, PredictionLogError
 from common.run_folder import RunFolder
 from tests.cli import run_main
 from tests.conftest import ROOT
+
+pytestmark = pytest.mark.unit
 
 DEV_CASES = ROOT / "data" / "archehr" / "dev_cases.xml"
 
@@ -49,48 +46,6 @@ def test_a_hand_broken_line_is_one_error_naming_file_and_line(tmp_path):
     log.path.write_text('{"other": 1}\n')
     with pytest.raises(PredictionLogError, match=r"predictions.jsonl:1: record without its id field"):
         log.read()
-
-
-HOLD = """
-import sys
-from common.run_folder import RunFolder
-with RunFolder(sys.argv[1], {"a": 1}):
-    print("held", flush=True)
-    sys.stdin.readline()
-"""
-
-
-def test_one_run_per_folder_and_the_error_says_how_to_clear_the_lock(tmp_path):
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], cwd=ROOT, stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline() == "held\n"
-        with pytest.raises(RunFolderError) as refused, RunFolder(tmp_path, {"a": 1}):
-            pass
-        assert str(refused.value).startswith(f"{tmp_path} is in use by another run (PID {holder.pid}: ")
-        assert str(refused.value).endswith(f"if no run uses this folder, delete {tmp_path / 'run.lock'}")
-    finally:
-        holder.communicate("\n", timeout=60)
-    assert not (tmp_path / "run.lock").exists()
-
-
-@pytest.mark.parametrize("lock", [
-    "1\n",                                    # echo 1 > run.lock: a live process, not a clinprog run
-    "{pid}\n",                                # the PID of a live process that is not a clinprog run
-    '{{"pid": {pid}, "start": "1", "command": "python main.py"}}\n',  # a reused PID: another start time
-    "{dead}\n",                               # a process that is gone
-    "99999999999999999999\n",                 # no process can have it
-    "not a lock\n",
-])
-def test_a_lock_no_run_of_this_folder_holds_is_taken_over(tmp_path, caplog, lock):
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    (tmp_path / "run.lock").write_text(lock.format(pid=os.getppid(), dead=dead.pid))
-    with RunFolder(tmp_path, {"a": 1}):
-        held = json.loads((tmp_path / "run.lock").read_text())
-        assert held["pid"] == os.getpid() and held["start"] and "pytest" in held["command"]
-    assert "taking over a stale lock" in caplog.text
-    assert not (tmp_path / "run.lock").exists()
 
 
 def test_a_changed_fingerprint_refuses_restarts_or_forces(tmp_path):
@@ -145,72 +100,6 @@ def test_own_cases_without_a_key_never_take_the_bundled_one(tmp_path):
                    f"hydra.run.dir={tmp_path / 'foreign'}")
     assert foreign.returncode == 2 and "the key does not belong to the cases" in foreign.stderr
     assert not (tmp_path / "foreign" / "predictions.jsonl").exists()  # refused before any case ran
-
-
-@pytest.fixture
-def slow_lm():
-    """An LM server taking 0.3 s a call, for the question stage only: a run of the 34 dev cases lasts >= 10 s on any
-    machine, so an interrupt or a second run always finds the first one running (no race to skip on)."""
-    from tests.cli import fake_openai_server
-
-    with fake_openai_server(lambda _: json.dumps({"clinician_question": "Why was the patient admitted?"}),
-                            delay_s=0.3) as server:
-        yield (*server["overrides"], "stages=offline", "program/archehr/question=lm")
-
-
-def dev_run(out, lm_overrides=()):
-    """The environment and command of a run over the 34 dev cases into `out`."""
-    return ({**os.environ, "HF_HUB_OFFLINE": "1"},
-            [sys.executable, str(ROOT / "main.py"), f"data.cases={DEV_CASES}", "metrics.bertscore=null",
-             "progress=false", f"hydra.run.dir={out}", *lm_overrides])
-
-
-def test_ctrl_c_saves_finished_cases_in_one_line_and_the_rerun_resumes(tmp_path, slow_lm):
-    out = tmp_path / "run"
-    env, args = dev_run(out, slow_lm)
-    # SIGINT as a terminal delivers it, even when pytest itself runs as a background job (which ignores SIGINT)
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    predictions = out / "predictions.jsonl"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not (predictions.exists() and predictions.read_text().count("\n") >= 2):
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=120)
-    saved = predictions.read_text().count("\n")
-    assert proc.returncode == 130, stderr[-1500:]
-    assert 2 <= saved < 34
-    assert stderr.strip().splitlines()[-1] == (f"interrupted: {saved} cases saved in {out}; rerun the same command "
-                                                "to resume")
-    assert "Traceback" not in stderr
-    assert (out / "main.log").read_text(encoding="utf-8").splitlines()[-1] == stderr.strip().splitlines()[-1]
-    resumed = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
-    assert resumed.returncode == 0, resumed.stderr[-1500:]
-    ids = [json.loads(line)["case_id"] for line in predictions.read_text().splitlines()]
-    assert len(ids) == len(set(ids)) == 34  # nothing lost, nothing run twice
-    smaller = subprocess.run([*args, "data.limit=30"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
-    assert smaller.returncode == 0, smaller.stderr[-1500:]
-    assert "4 cases in" in smaller.stdout + smaller.stderr and "are not among this run's inputs" in (
-        smaller.stdout + smaller.stderr)
-    assert len(json.loads((out / "submission_subtask_1.json").read_text())) == 30
-
-
-def test_two_concurrent_runs_into_one_folder_the_second_refuses(tmp_path, slow_lm):
-    out = tmp_path / "run"
-    env, args = dev_run(out, slow_lm)
-    first = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
-    predictions = out / "predictions.jsonl"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not (predictions.exists() and predictions.stat().st_size > 0):
-        time.sleep(0.05)
-    second = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
-    first_rc = first.wait(timeout=600)
-    assert first_rc == 0, first.stderr.read()[-1500:]
-    assert second.returncode == 2, second.stderr[-1500:]
-    assert second.stderr.strip().startswith(f"error: {out} is in use by another run (PID {first.pid}: ")
-    assert second.stderr.strip().count("\n") == 0 and "delete" in second.stderr
-    ids = [json.loads(line)["case_id"] for line in (out / "predictions.jsonl").read_text().splitlines()]
-    assert len(ids) == len(set(ids)) == 34  # each case once: the second run did not redo any
 
 
 @pytest.mark.parametrize("program", ["archehr", "archehr2025", "mediqa_corr"])

@@ -1,5 +1,7 @@
-"""`run.resume=restart` sets the earlier run's outputs aside together, before the first new record: killed halfway or
-stopped by its LM check, it never leaves old scores, submissions or reports beside new predictions."""
+"""Run folders across processes: one run per folder (the lock another process holds), Ctrl-C and kill -9 of a real
+run, then its resume; `run.resume=restart` sets the earlier run's outputs aside together, before the first new
+record: killed halfway or stopped by its LM check, it never leaves old scores, submissions or reports beside new
+predictions. A real process only where a signal or a second process is the point; the reruns run in process."""
 
 import json
 import os
@@ -8,24 +10,30 @@ import subprocess
 import sys
 import time
 
+import pytest
+
+from common.errors import RunFolderError
 from common.run_folder import RunFolder
 from lms.local_server import free_port
 from tasks.archehr.data import load_cases
+from tests.cli import QUIET, run_main
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.integration
 DEV_CASES = ROOT / "data" / "archehr" / "dev_cases.xml"
 OLD_OUTPUTS = ("predictions.jsonl", "fingerprint.json", "scores.json", "usage.json", "config.json", "report.md",
                "report.html", "submission_subtask_1.json", "submission_subtask_2.json", "submission_subtask_3.json",
                "submission_subtask_4.json")
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
 
 
 def main(*args: str) -> list[str]:
-    return [sys.executable, str(ROOT / "main.py"), *args, "progress=false", "metrics.bertscore=null"]
+    """The command line of a real `python main.py` process."""
+    return [sys.executable, str(ROOT / "main.py"), *args, *QUIET]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(main(*args), capture_output=True, text=True, cwd=ROOT, timeout=600,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    return run_main(*args, quiet=True)
 
 
 def earlier_run(out) -> dict[str, bytes]:
@@ -63,7 +71,7 @@ def test_a_restart_killed_after_its_first_records_leaves_no_old_outputs(tmp_path
     old = earlier_run(out)
     proc = subprocess.Popen(main(f"data.cases={DEV_CASES}", "run.resume=restart", f"hydra.run.dir={out}"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                            env=ENV)
     predictions = out / "predictions.jsonl"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not (predictions.exists() and predictions.read_bytes().count(b"\n") >= 1
@@ -85,3 +93,111 @@ def test_a_restart_stopped_by_its_lm_check_leaves_no_old_outputs(tmp_path):
     assert proc.returncode == 2 and proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
     assert_set_aside_together(out, old)
     assert not (out / "predictions.jsonl").exists()
+
+
+HOLD = """
+import sys
+from common.run_folder import RunFolder
+with RunFolder(sys.argv[1], {"a": 1}):
+    print("held", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def test_one_run_per_folder_and_the_error_says_how_to_clear_the_lock(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], cwd=ROOT, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(RunFolderError) as refused, RunFolder(tmp_path, {"a": 1}):
+            pass
+        assert str(refused.value).startswith(f"{tmp_path} is in use by another run (PID {holder.pid}: ")
+        assert str(refused.value).endswith(f"if no run uses this folder, delete {tmp_path / 'run.lock'}")
+    finally:
+        holder.communicate("\n", timeout=60)
+    assert not (tmp_path / "run.lock").exists()
+
+
+@pytest.mark.parametrize("lock", [
+    "1\n",                                    # echo 1 > run.lock: a live process, not a clinprog run
+    "{pid}\n",                                # the PID of a live process that is not a clinprog run
+    '{{"pid": {pid}, "start": "1", "command": "python main.py"}}\n',  # a reused PID: another start time
+    "{dead}\n",                               # a process that is gone
+    "99999999999999999999\n",                 # no process can have it
+    "not a lock\n",
+])
+def test_a_lock_no_run_of_this_folder_holds_is_taken_over(tmp_path, caplog, lock):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / "run.lock").write_text(lock.format(pid=os.getppid(), dead=dead.pid))
+    with RunFolder(tmp_path, {"a": 1}):
+        held = json.loads((tmp_path / "run.lock").read_text())
+        assert held["pid"] == os.getpid() and held["start"] and "pytest" in held["command"]
+    assert "taking over a stale lock" in caplog.text
+    assert not (tmp_path / "run.lock").exists()
+
+
+@pytest.fixture
+def slow_lm():
+    """An LM server taking 0.3 s a call, for the question stage only: a run of the 34 dev cases lasts >= 10 s on any
+    machine, so an interrupt or a second run always finds the first one running (no race to skip on)."""
+    from tests.cli import fake_openai_server
+
+    with fake_openai_server(lambda _: json.dumps({"clinician_question": "Why was the patient admitted?"}),
+                            delay_s=0.3) as server:
+        yield (*server["overrides"], "stages=offline", "program/archehr/question=lm")
+
+
+def dev_run(out, lm_overrides=()):
+    """The environment and command of a run over the 34 dev cases into `out`."""
+    return ({**os.environ, "HF_HUB_OFFLINE": "1"},
+            [sys.executable, str(ROOT / "main.py"), f"data.cases={DEV_CASES}", "metrics.bertscore=null",
+             "progress=false", f"hydra.run.dir={out}", *lm_overrides])
+
+
+def test_ctrl_c_saves_finished_cases_in_one_line_and_the_rerun_resumes(tmp_path, slow_lm):
+    out = tmp_path / "run"
+    env, args = dev_run(out, slow_lm)
+    # SIGINT as a terminal delivers it, even when pytest itself runs as a background job (which ignores SIGINT)
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    predictions = out / "predictions.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not (predictions.exists() and predictions.read_text().count("\n") >= 2):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    saved = predictions.read_text().count("\n")
+    assert proc.returncode == 130, stderr[-1500:]
+    assert 2 <= saved < 34
+    assert stderr.strip().splitlines()[-1] == (f"interrupted: {saved} cases saved in {out}; rerun the same command "
+                                                "to resume")
+    assert "Traceback" not in stderr
+    assert (out / "main.log").read_text(encoding="utf-8").splitlines()[-1] == stderr.strip().splitlines()[-1]
+    resumed = run_main(*args[2:])
+    assert resumed.returncode == 0, resumed.stderr[-1500:]
+    ids = [json.loads(line)["case_id"] for line in predictions.read_text().splitlines()]
+    assert len(ids) == len(set(ids)) == 34  # nothing lost, nothing run twice
+    smaller = run_main(*args[2:], "data.limit=30")
+    assert smaller.returncode == 0, smaller.stderr[-1500:]
+    assert "4 cases in" in smaller.stdout + smaller.stderr and "are not among this run's inputs" in (
+        smaller.stdout + smaller.stderr)
+    assert len(json.loads((out / "submission_subtask_1.json").read_text())) == 30
+
+
+def test_two_concurrent_runs_into_one_folder_the_second_refuses(tmp_path, slow_lm):
+    out = tmp_path / "run"
+    env, args = dev_run(out, slow_lm)
+    first = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    predictions = out / "predictions.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not (predictions.exists() and predictions.stat().st_size > 0):
+        time.sleep(0.05)
+    second = run_main(*args[2:])
+    first_rc = first.wait(timeout=600)
+    assert first_rc == 0, first.stderr.read()[-1500:]
+    assert second.returncode == 2, second.stderr[-1500:]
+    assert second.stderr.strip().startswith(f"error: {out} is in use by another run (PID {first.pid}: ")
+    assert second.stderr.strip().count("\n") == 0 and "delete" in second.stderr
+    ids = [json.loads(line)["case_id"] for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert len(ids) == len(set(ids)) == 34  # each case once: the second run did not redo any

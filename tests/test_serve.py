@@ -13,6 +13,8 @@ import pytest
 from lms.local_server import free_port
 from tests.conftest import BUNDLED_CASES, ROOT
 
+pytestmark = pytest.mark.integration
+
 TOKEN = "test-token-123"
 NOTE = [{"id": "1", "text": "HOSPITAL COURSE:"},
         {"id": "2", "text": "Lisinopril was held because of hypotension and acute kidney injury."},

@@ -24,6 +24,8 @@ from common.settings import serve_settings
 from lms.local_server import free_port
 from serving.app import create_app, server_args
 
+pytestmark = pytest.mark.integration
+
 SERVING = Path(__file__).resolve().parents[1] / "serving"
 
 

@@ -13,6 +13,8 @@ from runners.shards import bounds, shard_of
 from tests.cli import run_main
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.unit
+
 DEV_CASES = ROOT / "data" / "archehr" / "dev_cases.xml"
 ARGS = ("program=archehr", f"data.cases={DEV_CASES}", "data.limit=4", "metrics.bertscore=null", "progress=false")
 SUBMISSIONS = [f"submission_subtask_{i}.json" for i in (1, 2, 3, 4)]

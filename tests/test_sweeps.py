@@ -7,6 +7,8 @@ import yaml
 
 from tests.cli import run_main
 
+pytestmark = pytest.mark.integration
+
 
 def fake_multirun(root, grid):
     for i, (avg, mn, objective) in enumerate(grid):

@@ -7,6 +7,8 @@ import pytest
 
 from tests.cli import run_main
 
+pytestmark = pytest.mark.integration
+
 
 def main(*args, env=None, timeout=900):
     return run_main(*args, env=env, timeout=timeout, quiet=True)

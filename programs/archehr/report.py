@@ -9,10 +9,10 @@ from omegaconf import DictConfig
 
 from common.config_groups import option_of
 from common.coverage import describe
+from common.report_text import counts
 from lms.describe import lm_model
 from programs.archehr.pipeline import ROLES
 from programs.archehr.stages import uses_lm
-from reports.text import counts
 
 
 def usage_summary(records: list[dict[str, Any]], roles: tuple[str, ...]) -> dict[str, Any]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from common.html import bar_chart, esc, filters, page, table
 from programs.archehr.report import describe_stages
-from reports.html import bar_chart, esc, filters, page, table
 from tasks.archehr.data import Case, KeyCase
 from tasks.archehr.metrics import score_subtask2
 

@@ -12,12 +12,12 @@ from pydantic import BaseModel
 
 from common.contract import Inputs, ProgramContract
 from common.coverage import coverage, describe, foreign
+from common.report_text import counts
 from common.resources import Resources
 from common.usage import repairs_summary
 from lms.describe import lm_model
 from programs.mediqa_corr import objectives as optimizer_metrics
 from programs.mediqa_corr.pipeline import ROLES
-from reports.text import counts
 from tasks.mediqa_corr.data import MediqaDataError, Note, load_notes
 from tasks.mediqa_corr.metrics import CorrMetricsConfig, score
 from tasks.mediqa_corr.submission import Correction, parse_line, read_submission, write_submission

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reports.html import bar_chart, esc, filters, page, table, word_diff
+from common.html import bar_chart, esc, filters, page, table, word_diff
 from tasks.mediqa_corr.data import Note
 
 KEYS = ("error_flag_accuracy", "error_sentence_accuracy", "R1FC", "R2FC", "RLFC", "BERTC", "BLEURTC", "AggregateC")

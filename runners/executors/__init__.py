@@ -1,27 +1,16 @@
 """Where a run's pending items run: `run.executor=local` (this process, threads for API backends) or
 `run.executor=ray` (tasks on a Ray cluster). Either way the driver appends every record to the run's one
-`predictions.jsonl` (runners/resumable.py `run_resumable`), so resume, the fingerprint, the lock and every output file
+`predictions.jsonl` (runners/executors/resumable.py `run_resumable`), so resume, the fingerprint, the lock and every output file
 are the same whichever executor ran the items."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
-
 from omegaconf import DictConfig
 
 from common.errors import ConfigError
+from runners.executors.base import EXECUTORS, Executor, Save
 
-T = TypeVar("T")
-Save = Callable[[Any, dict[str, Any]], None]
-EXECUTORS = ("local", "ray")
-
-
-class Executor(Protocol):
-    def run(self, todo: Sequence[Any], run_one: Callable[[Any], dict[str, Any]], save: Save, num_threads: int) -> None:
-        """Run every item of `todo`, calling `save(item, record)` in this process as each one finishes (any order).
-        Ctrl-C stops the work and re-raises KeyboardInterrupt; an item's own error propagates unchanged."""
-
+__all__ = ["EXECUTORS", "Executor", "Save", "executor_for"]
 
 def executor_for(cfg: DictConfig, unit: str = "item") -> Executor | None:
     """The executor `run.executor` names (None: the local one, run_resumable's default); `unit` names an item in

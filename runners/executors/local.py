@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any
 
-from runners.executors import Save
+from runners.executors.base import Save
 
 
 class LocalExecutor:

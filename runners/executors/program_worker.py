@@ -1,5 +1,5 @@
 """The body of one Ray worker (an actor): it builds the run's program once, from the same resolved config the driver
-runs with (contract.build via instantiate, as runners/program.py run() does), then predicts one item per call and
+runs with (runners/executors/predictor.py, as the driver's run() does), then predicts one item per call and
 returns the record. It writes nothing: the driver appends the records to the run's predictions.jsonl."""
 
 from __future__ import annotations
@@ -26,32 +26,20 @@ class ProgramWorker:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
         if os.path.isdir(self._cwd):  # relative data paths resolve as on the driver (a local Ray, a shared filesystem)
             os.chdir(self._cwd)
-        from dspy.utils.exceptions import LMError
         from omegaconf import OmegaConf
 
         import common.instantiate  # noqa: F401 - registers the ${shared:...} resolver
-        from common.dspy_setup import configure_dspy
+        from common.contract import contract_for
         from common.logs import quiet_third_party
-        from lms import build_role_lms
-        from lms.errors import lm_failure
         from runners.executors.limits import RemoteRateLimiter
-        from runners.program import contract_for
+        from runners.executors.predictor import build_predictor
 
         cfg = OmegaConf.create(self._config)
         quiet_third_party(bool(cfg.get("verbose")))
         contract = contract_for(cfg)
         roles = contract.lm_roles(cfg)  # the driver already chose the stages (an LM or the offline ones)
-        configure_dspy(cfg, rate_limiter=RemoteRateLimiter(self._limiter) if self._limiter is not None else None)
-        role_lms = build_role_lms(cfg.lm, roles) if roles else {}
-        program = contract.build(cfg, role_lms)
-
-        def predict(item: Any) -> dict[str, Any]:
-            try:
-                return contract.predict(program, item)
-            except LMError as exc:  # as on the driver: one line naming backend and host
-                raise lm_failure(cfg.lm, exc) from None
-
-        return predict
+        limiter = RemoteRateLimiter(self._limiter) if self._limiter is not None else None
+        return build_predictor(cfg, contract, roles, rate_limiter=limiter)
 
     def ready(self) -> dict[str, Any]:
         """Build now (a bad config or a missing model fails before any item) and say where this worker runs."""

@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from common.logs import printable
 from common.prediction_log import PredictionLog
-from runners.executors import Executor
+from runners.executors.base import Executor
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

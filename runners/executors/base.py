@@ -1,0 +1,16 @@
+"""What an executor is: it runs a run's pending items and hands each record back to the driver (`Save`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
+Save = Callable[[Any, dict[str, Any]], None]
+EXECUTORS = ("local", "ray")
+
+
+class Executor(Protocol):
+    def run(self, todo: Sequence[Any], run_one: Callable[[Any], dict[str, Any]], save: Save, num_threads: int) -> None:
+        """Run every item of `todo`, calling `save(item, record)` in this process as each one finishes (any order).
+        Ctrl-C stops the work and re-raises KeyboardInterrupt; an item's own error propagates unchanged."""
