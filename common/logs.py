@@ -32,6 +32,13 @@ def printable(text: object, limit: int | None = 200) -> str:
     return safe + ("..." if limit is not None and len(text) > limit else "")
 
 
+def error_text(exc: BaseException | str) -> str:
+    """`error: <message>` as one line per problem (a message may join several with "\nerror: "): every other newline
+    or control character a message carries (a case id, a file name, a library's text) escaped, so an error cannot
+    print or log a line of its own."""
+    return "\n".join(f"error: {printable(part, limit=None)}" for part in str(exc).split("\nerror: "))
+
+
 def _own(name: str) -> bool:
     return name.split(".", 1)[0] in OWN
 

@@ -33,15 +33,17 @@ def dispatch(cfg: DictConfig) -> float | None:
         with tracked(cfg, output_dir()):
             return task(cfg)
     except ClinprogError as exc:
+        from common.logs import error_text
         from common.multirun import job_failed
 
-        if job_failed(f"error: {exc}"):  # a multirun job: the next job runs; the sweep's end lists it and exits 2
+        line = error_text(exc)  # user input in the message (a case id) cannot add lines of its own
+        if job_failed(line):  # a multirun job: the next job runs; the sweep's end lists it and exits 2
             return None
         # One clear line instead of a traceback: a missing key, a dead server, a malformed file, a bad config value.
-        print(f"error: {exc}", file=sys.stderr)
+        print(line, file=sys.stderr)
         from common.outputs import record_failure
 
-        record_failure(f"error: {exc}")
+        record_failure(line)
         raise SystemExit(2) from None
     except Exception as exc:
         from common.multirun import in_multirun, job_failed
@@ -49,11 +51,14 @@ def dispatch(cfg: DictConfig) -> float | None:
         if in_multirun():  # a bug in one multirun job: its traceback now, the other jobs still run (exit 1 at the end)
             import traceback
 
+            from common.logs import error_text
+
             traceback.print_exc()
-            job_failed(f"error: unexpected {type(exc).__name__}: {exc}", unexpected=True)
+            job_failed(error_text(f"unexpected {type(exc).__name__}: {exc}"), unexpected=True)
             return None
         # A bug, not a user error: Hydra prints the traceback (to report); the run folder is still tidied up.
+        from common.logs import error_text
         from common.outputs import record_failure
 
-        record_failure(f"error: unexpected {type(exc).__name__}: {exc}")
+        record_failure(error_text(f"unexpected {type(exc).__name__}: {exc}"))
         raise

@@ -53,3 +53,18 @@ def test_case_ids_cannot_forge_log_lines(tmp_path, forged_cases):
     log = (run / "main.log").read_text()
     assert "are not among this run's inputs" in log and r"y\r\n[2026-01-01" in log, log
     assert forged_lines(log) == [] and forged_lines(proc.stderr) == [] and forged_lines(proc.stdout) == []
+
+
+def test_an_error_naming_a_forged_id_is_one_line(tmp_path, forged_cases):
+    text = forged_cases.read_text(encoding="utf-8")
+    first = text.index("<sentence ", text.index("note_excerpt_sentences"))
+    sentence = text[first: text.index("</sentence>", first) + len("</sentence>")]
+    broken = tmp_path / "duplicate_sentence.xml"
+    broken.write_text(text.replace(sentence, sentence + sentence, 1), encoding="utf-8")  # the first case's note
+    run = tmp_path / "refused"
+    proc = run_main(*QUIET, f"data.cases={broken}", f"hydra.run.dir={run}")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and r"case x\n[2026-01-01" in lines[0], proc.stderr
+    assert "duplicate note sentence id" in lines[0]
+    assert forged_lines(proc.stderr) == [] and forged_lines(proc.stdout) == []
