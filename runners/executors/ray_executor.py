@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from common.errors import ClinprogError, ConfigError
 from common.settings import ray_settings as validated_ray_settings
-from runners.executors import Save
+from runners.executors.base import Save
 
 log = logging.getLogger(__name__)
 REPLACEMENTS = 1  # a worker that dies is replaced once; its in-flight items are re-queued once
