@@ -28,18 +28,9 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from common.outputs import in_multirun, record_failure
+
 MARKER = "failed.json"
-
-
-def in_multirun() -> bool:
-    """True inside a job of a Hydra multirun."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    try:
-        return HydraConfig.get().mode == RunMode.MULTIRUN
-    except ValueError:  # not under @hydra.main
-        return False
 
 
 def job_failed(line: str, unexpected: bool = False) -> bool:
@@ -48,8 +39,6 @@ def job_failed(line: str, unexpected: bool = False) -> bool:
     if not in_multirun():
         return False
     from hydra.core.hydra_config import HydraConfig
-
-    from common.outputs import record_failure
 
     hydra = HydraConfig.get()
     num = hydra.job.get("num")

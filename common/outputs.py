@@ -29,6 +29,17 @@ def append_main_log(out: Path, line: str) -> None:
         fh.write(line + "\n")
 
 
+def in_multirun() -> bool:
+    """True inside a job of a Hydra multirun."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    try:
+        return HydraConfig.get().mode == RunMode.MULTIRUN
+    except ValueError:  # not under @hydra.main
+        return False
+
+
 def record_failure(line: str) -> None:
     """The error line goes to the run's main.log too; a run folder holding nothing of the run's own is removed (a
     folder another run holds has its run.lock, and one with predictions has them: both are kept; so is a multirun
@@ -39,8 +50,6 @@ def record_failure(line: str) -> None:
         return
     # Hydra's files and what a run writes before its first prediction: nothing to resume or look at.
     no_content = {".hydra", "main.log", "fingerprint.json"}
-    from common.multirun import in_multirun
-
     if not in_multirun() and out.is_dir() and all(
             p.name in no_content or (p.name == "predictions.jsonl" and p.stat().st_size == 0) for p in out.iterdir()):
         shutil.rmtree(out, ignore_errors=True)  # nothing of the run's own: no clutter of near-empty folders

@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from tests.cli import run_main
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
@@ -22,7 +23,9 @@ pytestmark = pytest.mark.integration
 pytest.importorskip("ray", reason='run.executor=ray needs Ray: pip install -e ".[ray]"')
 
 DEV_CASES = ROOT / "data" / "archehr" / "dev_cases.xml"
-ARGS = ("program=archehr", f"data.cases={DEV_CASES}", "metrics.bertscore=null", "progress=false")
+# the baseline question stage: where cases run is the point here, and each Ray worker builds its own program
+ARGS = ("program=archehr", "program/archehr/question=baseline", f"data.cases={DEV_CASES}", "metrics.bertscore=null",
+        "progress=false")
 RAY = ("run.executor=ray", "run.ray.num_workers=2")
 SUBMISSIONS = [f"submission_subtask_{i}.json" for i in (1, 2, 3, 4)]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
@@ -84,7 +87,7 @@ def assert_same_outputs(folder, reference):
 def local_run(tmp_path_factory):
     """The local executor's run of the first 8 dev cases: what every Ray run must equal."""
     folder = tmp_path_factory.mktemp("local") / "run"
-    proc = main("data.limit=8", f"hydra.run.dir={folder}")
+    proc = run_main(*ARGS, "data.limit=8", f"hydra.run.dir={folder}")  # in process: no Ray in this one
     assert proc.returncode == 0, proc.stderr[-1500:]
     return folder
 

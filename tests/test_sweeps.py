@@ -7,7 +7,7 @@ import yaml
 
 from tests.cli import run_main
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.unit
 
 
 def fake_multirun(root, grid):
