@@ -41,7 +41,7 @@ from programs.archehr.offline.evidence import is_header  # noqa: E402
 from programs.archehr.offline.similarity import cosine_matrix  # noqa: E402
 from runners.program import contract_for  # noqa: E402
 from tasks.archehr.data import load_cases, load_key  # noqa: E402
-from tasks.archehr.metrics import score_subtask2, score_subtask4  # noqa: E402
+from tasks.archehr.scoring import score_subtask2, score_subtask4  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "archehr"
 SETS = (("dev_cases", "clean"), ("realistic_cases_a", "realistic"), ("realistic_cases_b", "realistic"))

@@ -121,7 +121,7 @@ class ProgramContract(ABC, Generic[Item]):
         return {}
 
     # --- compiling ----------------------------------------------------------------------------------------------
-    metrics: dict[str, Metric] = {}
+    objectives: dict[str, Metric] = {}
 
     def examples(self, cfg: DictConfig, split: str) -> list[dspy.Example]:
         raise NotImplementedError(f"program={self.name} cannot be compiled")

@@ -1,4 +1,4 @@
-"""Optimizer metrics in GEPA's form. Each program declares its own metrics (`ProgramContract.metrics`) and
+"""Optimizer metrics in GEPA's form. Each program declares its own metrics (`ProgramContract.objectives`) and
 feedback (`ProgramContract.describe`); `with_feedback` joins the two for reflective optimizers."""
 
 from __future__ import annotations

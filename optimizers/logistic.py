@@ -32,7 +32,7 @@ from programs.archehr.offline.features import (
     evidence_features,
     split_anchor,
 )
-from programs.archehr.offline.learned import select_evidence, select_links
+from programs.archehr.offline.learned import select_by_probability, select_links
 from tasks.archehr.data import Case, KeyCase
 
 EVIDENCE_GRID = {"threshold": [round(x, 3) for x in np.arange(0.05, 0.951, 0.025)],
@@ -130,7 +130,7 @@ def evidence_f1(cases: list[EvidenceCase], probs: list[np.ndarray], selection: d
     """Subtask 2 strict micro F1 (x100) of the selection rule over these cases."""
     tp = n_pred = n_gold = 0
     for case, p in zip(cases, probs, strict=True):
-        chosen = select_evidence(p, case.candidates, **selection)
+        chosen = select_by_probability(p, case.candidates, **selection)
         tp += int(case.y[chosen].sum()) if chosen else 0
         n_pred += len(chosen)
         n_gold += int(case.y.sum())

@@ -27,10 +27,10 @@ from reports.compile_report import guard_lines
 
 def program_metric(cfg: DictConfig, contract: ProgramContract):
     name = cfg.optimizer.metric
-    if name not in contract.metrics:
-        raise ConfigError(f"optimizer.metric must be one of {sorted(contract.metrics)} for program={contract.name}, "
+    if name not in contract.objectives:
+        raise ConfigError(f"optimizer.metric must be one of {sorted(contract.objectives)} for program={contract.name}, "
                           f"not {name!r}")
-    return contract.metrics[name]
+    return contract.objectives[name]
 
 
 def build_optimizer(cfg: DictConfig, contract: ProgramContract, metric) -> Any:

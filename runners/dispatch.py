@@ -6,9 +6,9 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
 
+from hydra.utils import get_method
 from omegaconf import DictConfig
 
 from common.errors import ClinprogError
@@ -23,10 +23,13 @@ def dispatch(cfg: DictConfig) -> float | None:
         from common.settings import validate
 
         validate(cfg)  # every schema'd section (serve.*, run.ray.*), before any task runs
-        runner = importlib.import_module(cfg.task_runners.get(cfg.task) or "runners.program")
-        task = getattr(runner, str(cfg.task), None)
-        if task is None or cfg.task not in (*cfg.task_runners, *cfg.program_tasks):
-            raise ClinprogError(f"unknown task={cfg.task}: choose one of {[*cfg.program_tasks, *cfg.task_runners]}")
+        path = (cfg.get("tasks") or {}).get(str(cfg.task))
+        if not path:
+            raise ClinprogError(f"unknown task={cfg.task}: choose one of {list(cfg.get('tasks') or {})}")
+        try:
+            task = get_method(str(path))
+        except Exception as exc:  # noqa: BLE001 - a task path edited to something that is not a function
+            raise ClinprogError(f"tasks.{cfg.task}={path}: not a function clinprog can import ({exc})") from None
         from common.outputs import output_dir
         from common.tracking import tracked
 

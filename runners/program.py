@@ -178,7 +178,7 @@ def evaluate(cfg: DictConfig) -> float | None:
     return contract.objective(scores)
 
 
-def compile(cfg: DictConfig) -> float | None:  # noqa: A001 - the task's name
+def compile_task(cfg: DictConfig) -> float | None:
     """task=compile: optimize on data.train, score data.val before/after, save the compiled state."""
     import dspy
 

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from tasks.archehr.data import load_cases, load_key
-from tasks.archehr.metrics import MetricsConfig, SubmissionError
-from tasks.archehr2025.metrics import score
+from tasks.archehr.scoring import MetricsConfig, SubmissionError
+from tasks.archehr2025.scoring import score
 from tasks.archehr2025.submission import cited_answer, parse_answer, read_submission
 from tests.builders import program
 from tests.cli import run_main

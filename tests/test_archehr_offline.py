@@ -82,7 +82,7 @@ def test_failed_lm_stage_falls_back_to_its_offline_module(dummy_lm):
     case = Case("7", "Why was my lisinopril stopped?", sentences=tuple(NOTE))
     dummy_lm([{"clinician_question": "Why was lisinopril held?"}, {"scores": "garbage"},
               {"answer": "Lisinopril was held for hypotension."}, {"citations": [["2"]]}])
-    pred = program("archehr", "stages=lm", "program/archehr/fallback=offline")(case=case)
+    pred = program("archehr", "stages=lm", "program/archehr/fallback=no_lm")(case=case)
     assert pred.fallbacks["evidence"].endswith("-> offline stage") and pred.selection == "top_share"
     assert pred.evidence_ids == ["2", "4"]  # the embedding scorer's choice, not the first 3 sentences
 
@@ -98,14 +98,14 @@ def test_unknown_stage_implementation_is_refused_with_the_choices():
 
 def test_offline_stages_share_one_embedder_and_hold_no_predictor():
     cascade = program("archehr", "stages=lm", "program/archehr/evidence=embedding",
-                      "program/archehr/alignment=similarity", "program/archehr/fallback=offline")
+                      "program/archehr/alignment=similarity", "program/archehr/fallback=no_lm")
     assert cascade.evidence.embedder is cascade.alignment.embedder
     # the embedding scorer selects with a pure function: no never-called predictor in the learnable state
     assert [name for name, _ in cascade.named_predictors()] == ["question.interpret", "answer.generate"]
     # an offline fallback only where a stage calls an LM, sharing the same embedder
     assert sorted(cascade._offline) == ["answer", "question"]
     lm_evidence = program("archehr", "stages=lm", "program/archehr/alignment=similarity",
-                          "program/archehr/fallback=offline")
+                          "program/archehr/fallback=no_lm")
     assert lm_evidence._offline["evidence"].embedder is lm_evidence.alignment.embedder
     assert sorted(lm_evidence._offline) == ["answer", "evidence", "question"]
 

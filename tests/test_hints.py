@@ -68,7 +68,7 @@ def problem(key: str, value: str) -> str | None:
             return None
         return f"{key}={value}: no conf/{key}/{value}.yaml (options: {_options(key)})"
     if key == "task" and not placeholder:
-        tasks = {*base["program_tasks"], *base["task_runners"]}
+        tasks = set(base["tasks"])
         return None if value in tasks else f"task={value}: not a task ({sorted(tasks)})"
     if any(_has_path(c, key) for c in contexts()):
         return None

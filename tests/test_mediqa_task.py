@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tasks.mediqa_corr.data import MediqaDataError, load_notes
-from tasks.mediqa_corr.metrics import CorrMetricsConfig, score
+from tasks.mediqa_corr.scoring import CorrMetricsConfig, score
 from tasks.mediqa_corr.submission import LINE, Correction, no_error, read_submission, write_submission
 from tasks.text_metrics import BertScoreConfig
 

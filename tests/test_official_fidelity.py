@@ -8,9 +8,9 @@ import sacrebleu
 from rouge_score import rouge_scorer
 
 from tasks.archehr.data import load_key
-from tasks.archehr.metrics import MetricsConfig, SubmissionError, score_subtask1, score_subtask3
+from tasks.archehr.scoring import MetricsConfig, SubmissionError, score_subtask1, score_subtask3
 from tasks.mediqa_corr.data import load_notes
-from tasks.mediqa_corr.metrics import CorrMetricsConfig, score
+from tasks.mediqa_corr.scoring import CorrMetricsConfig, score
 from tasks.mediqa_corr.submission import Correction, read_submission
 from tests.conftest import BUNDLED_KEY, ROOT
 
@@ -102,7 +102,7 @@ DUPLICATES = ROOT / "tests" / "fixtures" / "archehr_duplicates"
 
 
 def test_archehr_a_case_id_twice_is_scored_twice_like_the_official_scripts(bundled_cases):
-    from tasks.archehr.metrics import score_subtask2, score_subtask4
+    from tasks.archehr.scoring import score_subtask2, score_subtask4
     from tasks.archehr.submission import read_submission as read_archehr
 
     key = load_key(BUNDLED_KEY)

@@ -113,7 +113,7 @@ def test_state_saved_with_one_fallback_setting_loads_with_the_other(tmp_path):
     # the offline fallback modules (a plain dict) are not learnable state: the same four predictors either way
     assert sorted(k for k in state if k != "metadata") == [
         "alignment.align", "answer.generate", "evidence.score", "question.interpret"]
-    offline = load_compiled(program("archehr", "stages=lm", "program/archehr/fallback=offline"), path)
+    offline = load_compiled(program("archehr", "stages=lm", "program/archehr/fallback=no_lm"), path)
     assert offline.evidence.score.demos[0]["scores"] == [5]
     assert set(offline._offline) == {"question", "evidence", "answer", "alignment"}
     assert [n for n, _ in offline.named_predictors()] == [n for n, _ in seed.named_predictors()]

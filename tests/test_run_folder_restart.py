@@ -145,7 +145,7 @@ def slow_lm():
 
     with fake_openai_server(lambda _: json.dumps({"clinician_question": "Why was the patient admitted?"}),
                             delay_s=0.3) as server:
-        yield (*server["overrides"], "stages=offline", "program/archehr/question=lm")
+        yield (*server["overrides"], "stages=no_lm", "program/archehr/question=lm")
 
 
 def dev_run(out, lm_overrides=()):

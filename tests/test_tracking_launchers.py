@@ -73,7 +73,7 @@ def test_parallel_lm_jobs_share_one_dspy_cache_and_a_rerun_makes_no_lm_call(tmp_
 
     with fake_openai_server(reply) as server:
         args = ("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "program=archehr", "lm=openai_compatible",
-                "lm.client.model=m", f"lm.client.api_base={server['api_base']}", "stages=offline",
+                "lm.client.model=m", f"lm.client.api_base={server['api_base']}", "stages=no_lm",
                 "program/archehr/question=lm", "program.question.max_words=10,12", f"cache_dir={tmp_path / 'cache'}")
         first = main(*args, f"hydra.sweep.dir={tmp_path / 's1'}")
         assert first.returncode == 0, first.stderr[-1500:]

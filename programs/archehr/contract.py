@@ -18,7 +18,7 @@ from common.coverage import coverage, foreign
 from common.errors import ClinprogError, ConfigError
 from common.resources import Resources
 from common.usage import repairs_summary
-from programs.archehr import objectives as optimizer_metrics
+from programs.archehr import objectives as objectives_module
 from programs.archehr.pipeline import ROLES
 from programs.archehr.record import ArchEHRRecord, record_of
 from programs.archehr.report import print_scores, report_markdown, usage_summary
@@ -34,7 +34,7 @@ from tasks.archehr.data import (
     load_question_pairs,
     resolve_key,
 )
-from tasks.archehr.metrics import (
+from tasks.archehr.scoring import (
     MetricsConfig,
     SubmissionError,
     score_subtask1,
@@ -54,7 +54,7 @@ class ArchEHRContract(ProgramContract[Case]):
     unit = "case"
     roles = ROLES
     stage_group = "program/archehr"   # conf/program/archehr/<stage>/<implementation>.yaml
-    metrics = optimizer_metrics.METRICS
+    objectives = objectives_module.OBJECTIVES
 
     # --- inputs -------------------------------------------------------------------------------------------------
     def load(self, cfg: DictConfig, split: str = "run") -> Inputs[Case]:
@@ -322,7 +322,7 @@ class ArchEHRContract(ProgramContract[Case]):
                 for c in inputs.items]
 
     def describe(self, gold: dspy.Example, pred: Any, value: float) -> str:
-        return optimizer_metrics.describe_archehr(gold, pred, value)
+        return objectives_module.describe_archehr(gold, pred, value)
 
     # --- serving (task=serve) -----------------------------------------------------------------------------------
     serve_verb = "answer"

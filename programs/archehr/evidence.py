@@ -14,7 +14,7 @@ from tasks.archehr.data import NoteSentence
 LIKERT = [1, 2, 3, 4, 5]
 
 
-def select_evidence(sentences: list[NoteSentence], scores: list[int], strict_threshold: int, lenient_threshold: int,
+def select_by_likert(sentences: list[NoteSentence], scores: list[int], strict_threshold: int, lenient_threshold: int,
                     fallback_count: int) -> tuple[list[str], str]:
     """The seed's selection: every sentence scored >= strict; else >= lenient; else the first `fallback_count`."""
     strict = [s.id for s, v in zip(sentences, scores, strict=True) if v >= strict_threshold]
@@ -43,7 +43,7 @@ class EvidenceScorer(dspy.Module):
         self.score = dspy.Predict(ScoreEvidence)
 
     def select(self, sentences: list[NoteSentence], scores: list[int]) -> tuple[list[str], str]:
-        return select_evidence(sentences, scores, self.strict_threshold, self.lenient_threshold, self.fallback_count)
+        return select_by_likert(sentences, scores, self.strict_threshold, self.lenient_threshold, self.fallback_count)
 
     def forward(self, clinician_question: str, sentences: list[NoteSentence]) -> dspy.Prediction:
         n = len(sentences)

@@ -12,7 +12,7 @@ from typing import Any
 import dspy
 
 from tasks.archehr.data import KeyCase
-from tasks.archehr.metrics import score_subtask2, score_subtask4
+from tasks.archehr.scoring import score_subtask2, score_subtask4
 from tasks.text_metrics import rouge
 
 
@@ -47,7 +47,7 @@ def archehr_case_metric(example: dspy.Example, pred: Any, trace: Any = None) -> 
     return sum(parts) / len(parts) if parts else 0.0
 
 
-METRICS = {
+OBJECTIVES = {
     "archehr_case": archehr_case_metric,
     "archehr_question": archehr_question_metric,
     "archehr_evidence": archehr_evidence_metric,

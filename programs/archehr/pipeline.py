@@ -16,7 +16,7 @@ class ArchEHRCascade(dspy.Module):
     """Four stages, each a module with the same inputs/outputs whether it calls an LM or not.
 
     Built by the contract from `conf/program/archehr/<stage>/<implementation>.yaml` (one config group per stage).
-    `offline_fallbacks` replace an LM stage whose output failed (program/archehr/fallback=offline); without them each
+    `offline_fallbacks` replace an LM stage whose output failed (program/archehr/fallback=no_lm); without them each
     LM stage takes its own documented fallback (the seed's rules).
     """
 

@@ -135,5 +135,5 @@ def print_scores(scores: dict[str, Any]) -> None:
         print(f"{st}: " + ", ".join(f"{k}={_fmt(v) if v is not None else 'n/a'}" for k, v in flat.items()))
         if s.get("overall_missing"):
             print(f"  unavailable here: {', '.join(s['overall_missing'])} (overall averages the rest)")
-        for note in s.get("notes") or []:  # where clinprog and the official script part (tasks/archehr/metrics.py)
+        for note in s.get("notes") or []:  # where clinprog and the official script part (tasks/archehr/scoring.py)
             print(f"  note: {note}")

@@ -9,7 +9,7 @@ from typing import Any
 from common.html import bar_chart, esc, filters, page, table
 from programs.archehr.report import describe_stages
 from tasks.archehr.data import Case, KeyCase
-from tasks.archehr.metrics import score_subtask2
+from tasks.archehr.scoring import score_subtask2
 
 SHADE = {1: "#ffffff", 2: "#eef4fb", 3: "#d9e8f7", 4: "#b9d4f1", 5: "#92bdea"}
 

@@ -12,8 +12,8 @@ from common.contract import Inputs
 from programs.archehr.contract import ArchEHRContract
 from programs.archehr.report import report_markdown
 from tasks.archehr.data import Case
-from tasks.archehr.metrics import SubmissionError
-from tasks.archehr2025.metrics import factuality, score
+from tasks.archehr.scoring import SubmissionError
+from tasks.archehr2025.scoring import factuality, score
 from tasks.archehr2025.submission import parse_answer, read_submission, write_submission
 
 
@@ -28,7 +28,7 @@ def archehr2025_case_metric(example: dspy.Example, pred: Any, trace: Any = None)
 
 class ArchEHR2025Contract(ArchEHRContract):
     name = "archehr2025"
-    metrics = {"archehr2025_case": archehr2025_case_metric}
+    objectives = {"archehr2025_case": archehr2025_case_metric}
 
     def predict(self, program: dspy.Module, item: Case) -> dict[str, Any]:
         record = super().predict(program, item)

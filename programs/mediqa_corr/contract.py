@@ -16,10 +16,10 @@ from common.report_text import counts
 from common.resources import Resources
 from common.usage import repairs_summary
 from lms.describe import lm_model
-from programs.mediqa_corr import objectives as optimizer_metrics
+from programs.mediqa_corr import objectives as objectives_module
 from programs.mediqa_corr.pipeline import ROLES
 from tasks.mediqa_corr.data import MediqaDataError, Note, load_notes
-from tasks.mediqa_corr.metrics import CorrMetricsConfig, score
+from tasks.mediqa_corr.scoring import CorrMetricsConfig, score
 from tasks.mediqa_corr.submission import Correction, parse_line, read_submission, write_submission
 from tasks.text_metrics import bertscore_config
 
@@ -52,7 +52,7 @@ class MediqaCorrContract(ProgramContract[Note]):
     name = "mediqa_corr"
     unit = "note"
     roles = ROLES
-    metrics = optimizer_metrics.METRICS
+    objectives = objectives_module.OBJECTIVES
 
     def load(self, cfg: DictConfig, split: str = "run") -> Inputs[Note]:
         path_field, limit_field = SPLITS[split]
@@ -200,7 +200,7 @@ class MediqaCorrContract(ProgramContract[Note]):
         return [dspy.Example(note=n).with_inputs("note") for n in self.load(cfg, split).items]
 
     def describe(self, gold: dspy.Example, pred: Any, value: float) -> str:
-        return optimizer_metrics.describe_mediqa(gold, pred, value)
+        return objectives_module.describe_mediqa(gold, pred, value)
 
     # --- serving (task=serve) -----------------------------------------------------------------------------------
     serve_verb = "correct"

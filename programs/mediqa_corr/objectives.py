@@ -20,7 +20,7 @@ def mediqa_note_metric(example: dspy.Example, pred: Any, trace: Any = None) -> f
     return Rouge().get_scores([c.corrected], [note.corrected_sentence])[0]["rouge-1"]["f"]
 
 
-METRICS = {"mediqa_note": mediqa_note_metric}
+OBJECTIVES = {"mediqa_note": mediqa_note_metric}
 
 
 def describe_mediqa(gold, pred, value: float) -> str:

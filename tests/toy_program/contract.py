@@ -36,7 +36,7 @@ class FeverContract(ProgramContract[FeverNote]):
     name = "fever"
     unit = "note"
     roles = ("tagger",)
-    metrics = {"fever_accuracy": fever_accuracy}
+    objectives = {"fever_accuracy": fever_accuracy}
     serve_verb = "tag"
 
     def load(self, cfg: DictConfig, split: str = "run") -> Inputs[FeverNote]:

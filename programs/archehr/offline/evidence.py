@@ -14,7 +14,7 @@ import math
 import dspy
 
 from common.errors import ConfigError
-from programs.archehr.evidence import select_evidence
+from programs.archehr.evidence import select_by_likert
 from programs.archehr.offline.lexical import bm25_scores
 from programs.archehr.offline.similarity import cosine_matrix
 from programs.archehr.stages import check_anchor
@@ -103,4 +103,4 @@ class EmbeddingLikertEvidenceScorer(EmbeddingEvidenceScorer):
         self.thresholds = (strict_threshold, lenient_threshold, fallback_count)
 
     def select(self, sentences: list[NoteSentence], fused: list[float], scores: list[int]) -> tuple[list[str], str]:
-        return select_evidence(sentences, scores, *self.thresholds)
+        return select_by_likert(sentences, scores, *self.thresholds)

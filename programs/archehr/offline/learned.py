@@ -33,7 +33,7 @@ from retrieval.embed import Embedder
 from tasks.archehr.data import AnswerSentence, NoteSentence
 
 
-def select_evidence(probabilities: np.ndarray, candidates: np.ndarray, threshold: float, relative: float,
+def select_by_probability(probabilities: np.ndarray, candidates: np.ndarray, threshold: float, relative: float,
                     min_selected: int) -> list[int]:
     """Indices (note order) of the selected sentences; `candidates` masks the sentences that may be chosen."""
     idx = np.flatnonzero(candidates)
@@ -118,7 +118,7 @@ class LearnedEvidenceScorer(dspy.Module):
         rule = self.selection()
         p = self.probabilities(clinician_question, sentences)
         candidates = np.array([not is_header(s.text) for s in sentences], dtype=bool)
-        chosen = select_evidence(p, candidates, float(rule["threshold"]), float(rule["relative"]),
+        chosen = select_by_probability(p, candidates, float(rule["threshold"]), float(rule["relative"]),
                                  int(rule["min_selected"]))
         best = float(p.max()) if len(p) else 0.0
         chosen_set = set(chosen)

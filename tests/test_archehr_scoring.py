@@ -3,7 +3,7 @@ import math
 import pytest
 
 from tasks.archehr.data import Case, KeyCase
-from tasks.archehr.metrics import (
+from tasks.archehr.scoring import (
     MetricsConfig,
     SubmissionError,
     score_subtask1,

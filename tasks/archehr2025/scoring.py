@@ -23,7 +23,7 @@ from statistics import mean
 from typing import Any
 
 from tasks.archehr.data import Case, KeyCase
-from tasks.archehr.metrics import MetricsConfig, SubmissionError, bleu_crash_note, model_metrics, overall_of
+from tasks.archehr.scoring import MetricsConfig, SubmissionError, bleu_crash_note, model_metrics, overall_of
 from tasks.archehr2025.submission import parse_answer
 from tasks.sari import sari
 from tasks.text_metrics import bleu, rouge
