@@ -30,7 +30,7 @@ def free_port() -> int:
 
 
 def server_command(port: int) -> list[str]:
-    """The command the README shows (the tests start exactly this)."""
+    """The command docs/lm-backends.md shows ("Local LM servers"; the tests start exactly this)."""
     return [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()), "--model_alias", MODEL_ALIAS,
             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "8192", "--n_threads", "2",
             "--logits_all", "false"]

@@ -102,6 +102,20 @@ def predictions(*overrides: str) -> list[dict]:
     return [{k: v for k, v in r.items() if k not in VOLATILE} for r in records]
 
 
+@functools.cache
+def questions(*overrides: str) -> list[str]:
+    """The question stage's output on the first cases, alone: its output is all a question knob can change (the
+    other stages only pass it on), and the learned model's sampling is the cost of this module."""
+    choice = next(o for o in overrides if o.startswith("program/archehr/question=")).split("=", 1)[1]
+    stage = archehr_stage("question", choice, *(o for o in overrides if not o.startswith("program/archehr/")))
+    return [stage(patient_narrative=case.patient_narrative,
+                  patient_question=" ".join(case.patient_question_phrases)).clinician_question
+            for case in CASES[:QUESTION_CASES]]
+
+
+QUESTION_CASES = 3
+
+
 @pytest.fixture
 def no_lm() -> None:
     """The default run has no LM (a DummyLM test before may have configured one)."""
@@ -122,9 +136,10 @@ def test_each_parameter_of_the_default_run_changes_its_predictions(no_lm, impl, 
     stage = impl.split("/")[0]
     named = stage == "question" or impl not in {i for i, _ in default_implementations().values()}
     chosen = (f"program/archehr/{impl.replace('/', '=')}",) if named else ()
-    before = predictions(*chosen)
+    measure = questions if stage == "question" else predictions
+    before = measure(*chosen)
     value = CHANGED[(impl, param)]
-    changed = predictions(*chosen, f"program.{stage}.{param}={'null' if value is None else value}")
+    changed = measure(*chosen, f"program.{stage}.{param}={'null' if value is None else value}")
     assert changed != before, f"program.{stage}.{param}={value} left every prediction unchanged"
 
 

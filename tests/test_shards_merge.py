@@ -16,7 +16,8 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.unit
 
 DEV_CASES = ROOT / "data" / "archehr" / "dev_cases.xml"
-ARGS = ("program=archehr", f"data.cases={DEV_CASES}", "data.limit=4", "metrics.bertscore=null", "progress=false")
+ARGS = ("program=archehr", "program/archehr/question=baseline", f"data.cases={DEV_CASES}", "data.limit=4",
+        "metrics.bertscore=null", "progress=false")
 SUBMISSIONS = [f"submission_subtask_{i}.json" for i in (1, 2, 3, 4)]
 
 

@@ -43,7 +43,7 @@ def test_sweep_report_without_jobs_is_one_line(tmp_path):
 
 def test_two_job_multirun_returns_each_jobs_objective_and_reports_them(tmp_path):
     sweep = tmp_path / "sweep"
-    proc = run_main("-m", "program=archehr", "metrics.bertscore=null",
+    proc = run_main("-m", "program=archehr", "program/archehr/question=baseline", "metrics.bertscore=null",
                     "program/archehr/evidence=embedding", "program.evidence.top_share=0.1,0.9", "progress=false",
                     f"hydra.sweep.dir={sweep}")
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -73,8 +73,9 @@ def test_two_job_multirun_returns_each_jobs_objective_and_reports_them(tmp_path)
     assert html.count("<tr>") == 3 and "data:image/png;base64," in html
 
 
-# the stages a DSPy compile of the non-LLM program keeps as they are (the learned ones are fitted instead)
-SIMILARITY_STAGES = ("program/archehr/evidence=embedding", "program/archehr/alignment=similarity")
+# the stages a DSPy compile of the non-LLM program keeps as they are (the learned ones would be fitted instead)
+SIMILARITY_STAGES = ("program/archehr/evidence=embedding", "program/archehr/alignment=similarity",
+                     "program/archehr/question=baseline")
 
 
 def test_compile_from_the_cli_scores_before_and_after_and_saves_the_state(tmp_path):

@@ -9,7 +9,8 @@ as generic / full names), (3) with `unknown_terms: tokenizer`, it uses a rare wo
 that the note lacks (off by default: lay words split too and were the main false flags), (4) with `check_negation`,
 it negates what its best support states without a negation, or (5) its best support sentence (cited ones, else the
 note's) has cosine below `min_similarity` (a floor for sentences about something else entirely). The thresholds
-were fitted on the realistic dev cases (benchmarks/grounding_eval.py, results in the README).
+were fitted on the realistic dev cases (benchmarks/grounding_eval.py, results in benchmarks/README.md, "Grounding
+check").
 """
 
 from __future__ import annotations

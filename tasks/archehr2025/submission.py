@@ -70,7 +70,8 @@ def write_submission(records: list[dict[str, Any]], out_dir: str | Path) -> Path
 
 def read_submission(path: str | Path) -> list[tuple[str, str]]:
     """`submission.json` (or a folder holding it) -> [(case_id, answer)] in file order; one error line for a wrong
-    shape. A case answered twice stays twice: the official script scores both entries (see the README)."""
+    shape. A case answered twice stays twice: the official script scores both entries (as for 2026's repeated case
+    ids: docs/metric-fidelity.md)."""
     path = Path(path)
     if path.is_dir():
         path = path / SUBMISSION_FILE
