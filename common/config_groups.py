@@ -7,15 +7,14 @@ own class), so a run folder's `config.json` still says `evidence=embedding` when
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import yaml
 from omegaconf import DictConfig
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
-_TARGET = re.compile(r"^_target_:\s*(\S+)", re.M)
 
 
 def compose_config(*overrides: str) -> DictConfig:
@@ -34,8 +33,8 @@ def options(group: str) -> dict[str, str]:
     folder = CONF / group
     out: dict[str, str] = {}
     for path in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
-        match = _TARGET.search(path.read_text(encoding="utf-8"))
-        out[path.stem] = match.group(1) if match else ""
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))  # the option's own file, as Hydra reads it
+        out[path.stem] = str(data.get("_target_") or "") if isinstance(data, dict) else ""
     return out
 
 
