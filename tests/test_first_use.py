@@ -50,8 +50,8 @@ def test_failures_leave_no_near_empty_folders_and_tasks_get_their_own(tmp_path):
 
 def test_a_failure_in_a_folder_with_predictions_keeps_it_and_logs_the_error(tmp_path):
     out = tmp_path / "run"
-    args = ("program=archehr", "program/archehr/question=baseline", "metrics.bertscore=null", f"hydra.run.dir={out}", "progress=false",
-            "program/archehr/evidence=embedding")
+    args = ("program=archehr", "program/archehr/question=baseline", "metrics.bertscore=null", f"hydra.run.dir={out}",
+            "progress=false", "program/archehr/evidence=embedding")
     assert main_in(tmp_path, *args).returncode == 0
     proc = main_in(tmp_path, *args, "program.evidence.top_share=0.3")   # another config into the same folder
     assert proc.returncode == 2

@@ -201,7 +201,7 @@ def test_the_rate_limit_holds_for_all_workers_together_and_ctrl_c_stops_the_clus
                        "lm.rate_limit.rpm=6", f"hydra.run.dir={folder}")
         wait_for(lambda: server.count() >= 6, what="6 requests")
         first = server.requests[0][0]
-        time.sleep(10)  # both workers still have cases that need more requests: the shared quota holds them back
+        time.sleep(5)  # both workers still have cases that need more requests: the shared quota holds them back
         assert server.count() == 6 and time.monotonic() - first < 55
         assert server.most_at_once() >= 2  # the two workers' requests ran at the same time
         pids = worker_pids(folder)

@@ -4,14 +4,12 @@ Checks: one section per case, the highlighted sentences are the run's selection,
 note sentence element, filters change what is shown, no console errors, no network requests. Saves screenshots."""
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli import run_main
 from tests.conftest import ROOT
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -44,9 +42,8 @@ def open_page(browser, path: Path, width: int = 1280):
 
 def test_archehr_report_in_chromium(browser, tmp_path):
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, str(ROOT / "main.py"), f"data.cases={ROOT / 'data/archehr/dev_cases.xml'}",
-                           "data.limit=6", "metrics.bertscore=null", "progress=false", f"hydra.run.dir={out}"],
-                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    proc = run_main(f"data.cases={ROOT / 'data/archehr/dev_cases.xml'}", "data.limit=6", f"hydra.run.dir={out}",
+                    quiet=True)  # the default run, in process
     assert proc.returncode == 0, proc.stderr[-1500:]
     records = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     page, errors, requests = open_page(browser, out / "report.html")

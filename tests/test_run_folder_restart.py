@@ -139,8 +139,9 @@ def test_a_lock_no_run_of_this_folder_holds_is_taken_over(tmp_path, caplog, lock
 
 @pytest.fixture
 def slow_lm():
-    """An LM server taking 0.3 s a call, for the question stage only: a run of the 34 dev cases lasts >= 10 s on any
-    machine, so an interrupt or a second run always finds the first one running (no race to skip on)."""
+    """An LM server taking 0.3 s a call, for the question stage only: a run of 12 dev cases lasts >= 3.6 s on any
+    machine after its first record, so an interrupt or a second run always finds the first one running (no race to
+    skip on)."""
     from tests.cli import fake_openai_server
 
     with fake_openai_server(lambda _: json.dumps({"clinician_question": "Why was the patient admitted?"}),
@@ -148,11 +149,14 @@ def slow_lm():
         yield (*server["overrides"], "stages=no_lm", "program/archehr/question=lm")
 
 
+RUN_CASES = 12
+
+
 def dev_run(out, lm_overrides=()):
-    """The environment and command of a run over the 34 dev cases into `out`."""
+    """The environment and command of a run over the first 12 dev cases into `out`."""
     return ({**os.environ, "HF_HUB_OFFLINE": "1"},
-            [sys.executable, str(ROOT / "main.py"), f"data.cases={DEV_CASES}", "metrics.bertscore=null",
-             "progress=false", f"hydra.run.dir={out}", *lm_overrides])
+            [sys.executable, str(ROOT / "main.py"), f"data.cases={DEV_CASES}", f"data.limit={RUN_CASES}",
+             "metrics.bertscore=null", "progress=false", f"hydra.run.dir={out}", *lm_overrides])
 
 
 def test_ctrl_c_saves_finished_cases_in_one_line_and_the_rerun_resumes(tmp_path, slow_lm):
@@ -169,7 +173,7 @@ def test_ctrl_c_saves_finished_cases_in_one_line_and_the_rerun_resumes(tmp_path,
     _, stderr = proc.communicate(timeout=120)
     saved = predictions.read_text().count("\n")
     assert proc.returncode == 130, stderr[-1500:]
-    assert 2 <= saved < 34
+    assert 2 <= saved < RUN_CASES
     assert stderr.strip().splitlines()[-1] == (f"interrupted: {saved} cases saved in {out}; rerun the same command "
                                                 "to resume")
     assert "Traceback" not in stderr
@@ -177,12 +181,12 @@ def test_ctrl_c_saves_finished_cases_in_one_line_and_the_rerun_resumes(tmp_path,
     resumed = run_main(*args[2:])
     assert resumed.returncode == 0, resumed.stderr[-1500:]
     ids = [json.loads(line)["case_id"] for line in predictions.read_text().splitlines()]
-    assert len(ids) == len(set(ids)) == 34  # nothing lost, nothing run twice
-    smaller = run_main(*args[2:], "data.limit=30")
+    assert len(ids) == len(set(ids)) == RUN_CASES  # nothing lost, nothing run twice
+    smaller = run_main(*args[2:], f"data.limit={RUN_CASES - 4}")
     assert smaller.returncode == 0, smaller.stderr[-1500:]
     assert "4 cases in" in smaller.stdout + smaller.stderr and "are not among this run's inputs" in (
         smaller.stdout + smaller.stderr)
-    assert len(json.loads((out / "submission_subtask_1.json").read_text())) == 30
+    assert len(json.loads((out / "submission_subtask_1.json").read_text())) == RUN_CASES - 4
 
 
 def test_two_concurrent_runs_into_one_folder_the_second_refuses(tmp_path, slow_lm):
@@ -200,4 +204,4 @@ def test_two_concurrent_runs_into_one_folder_the_second_refuses(tmp_path, slow_l
     assert second.stderr.strip().startswith(f"error: {out} is in use by another run (PID {first.pid}: ")
     assert second.stderr.strip().count("\n") == 0 and "delete" in second.stderr
     ids = [json.loads(line)["case_id"] for line in (out / "predictions.jsonl").read_text().splitlines()]
-    assert len(ids) == len(set(ids)) == 34  # each case once: the second run did not redo any
+    assert len(ids) == len(set(ids)) == RUN_CASES  # each case once: the second run did not redo any

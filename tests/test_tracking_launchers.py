@@ -52,7 +52,7 @@ def test_a_two_by_two_sweep_runs_on_the_submitit_launcher_and_is_reported(tmp_pa
     extra = ["hydra.launcher.timeout_min=20", "hydra.launcher.tasks_per_node=1"]
     proc = main("-m", "hydra/launcher=submitit_local", *extra, "program=archehr",
                 "program/archehr/evidence=embedding", "program.evidence.top_share=0.3,0.6",
-                "program.alignment.threshold=0.3,0.5",
+                "program.alignment.threshold=0.3,0.5", "data.limit=1",   # 4 job processes: one case each
                 f"hydra.sweep.dir={sweep}", f"cache_dir={tmp_path / 'cache'}")
     assert proc.returncode == 0, proc.stderr[-2000:]
     objectives = [json.loads((sweep / str(i) / "scores.json").read_text())["objective"] for i in range(4)]
