@@ -62,7 +62,8 @@ def test_a_changed_fingerprint_refuses_restarts_or_forces(tmp_path):
 
 
 def main(*args):
-    return run_main(*args, quiet=True)
+    # the baseline question stage: what these tests check is the run folder, not the questions
+    return run_main("program/archehr/question=baseline", *args, quiet=True)
 
 
 def test_rerun_with_a_changed_config_refuses_in_one_line_then_restarts(tmp_path):
