@@ -92,21 +92,7 @@ def local_run(tmp_path_factory):
     return folder
 
 
-def test_a_ray_run_writes_what_a_local_run_writes_and_says_where_it_ran(local_run, tmp_path):
-    folder = tmp_path / "ray"
-    proc = main("data.limit=8", *RAY, f"hydra.run.dir={folder}")
-    assert proc.returncode == 0, proc.stderr[-1500:]
-    assert_same_outputs(folder, local_run)
-    assert (folder / "fingerprint.json").read_text() == (local_run / "fingerprint.json").read_text()
-    log = (folder / "main.log").read_text()
-    assert "run.executor=ray: 2 workers x 1 thread(s) on a local Ray started for this run (2 CPUs, " in log
-    pids = worker_pids(folder)
-    assert len(set(pids)) == 2 and os.getpid() not in pids
-    wait_for(lambda: not any(alive(pid) for pid in pids), timeout=30, what="the local Ray to stop with the run")
-    assert "Token authentication" not in proc.stderr and "Traceback" not in proc.stderr
-
-
-def test_a_killed_driver_leaves_a_run_that_resumes(local_run, tmp_path):
+def test_a_killed_driver_leaves_a_run_that_resumes_on_ray_as_a_local_run_would(local_run, tmp_path):
     folder = tmp_path / "ray"
     driver = start("data.limit=8", *RAY, f"hydra.run.dir={folder}")
     wait_for(lambda: len(case_ids(folder)) >= 2, what="two saved cases")
@@ -118,7 +104,14 @@ def test_a_killed_driver_leaves_a_run_that_resumes(local_run, tmp_path):
     log = (folder / "main.log").read_text()
     assert "taking over a stale lock" in log and f"resuming: {len(saved)} cases already in" in log
     assert case_ids(folder)[: len(saved)] == saved  # the saved cases did not run again
+    # the resumed Ray run writes what a local run writes and says where it ran
     assert_same_outputs(folder, local_run)
+    assert (folder / "fingerprint.json").read_text() == (local_run / "fingerprint.json").read_text()
+    assert "run.executor=ray: 2 workers x 1 thread(s) on a local Ray started for this run (2 CPUs, " in log
+    pids = worker_pids(folder)[-2:]  # the resumed run's two workers (the killed run's are logged before them)
+    assert len(set(pids)) == 2 and os.getpid() not in pids
+    wait_for(lambda: not any(alive(pid) for pid in pids), timeout=30, what="the local Ray to stop with the run")
+    assert "Token authentication" not in again.stderr and "Traceback" not in again.stderr
 
 
 def test_a_worker_killed_mid_run_loses_only_its_cases_in_flight(local_run, tmp_path):
