@@ -11,9 +11,9 @@ from omegaconf import DictConfig
 
 import common.instantiate  # noqa: F401 - clinprog's resolvers
 from common.config_groups import compose_config
+from common.contract import contract_for
 from common.program_state import load_module_state
 from common.resources import Resources
-from runners.program import contract_for
 
 
 def config(*overrides: str) -> DictConfig:
