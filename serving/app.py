@@ -202,7 +202,9 @@ def install_log_filters() -> OncePerKind:
         logger = logging.getLogger(name)
         for old in [f for f in logger.filters if isinstance(f, type(new))]:
             logger.removeFilter(old)
-        logger.addFilter(new)
+        # first: LiteLLM, once imported (lm=openai_compatible), puts its own access-log redaction on uvicorn.access,
+        # which rewrites the query before a later filter would see it
+        logger.filters.insert(0, new)
     return counter
 
 

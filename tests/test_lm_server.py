@@ -100,8 +100,10 @@ def test_timeout_is_honoured_and_a_busy_server_is_not_dead(llama_server, tmp_pat
 def test_server_killed_mid_run_keeps_finished_cases_and_the_rerun_resumes(tmp_path):
     server = LlamaServer().start()
     out = tmp_path / "run"
+    # two cases, the question stage on the server (one LM call a case; the four-stage cascade through the server is
+    # the test above): the first case is saved, the server dies during the second
     args = ("program=archehr", "data.limit=2", *server_args(server.api_base, tmp_path), "lm.client.num_retries=0",
-            f"hydra.run.dir={out}")  # two cases: the first is saved, the server dies during the second
+            "stages=no_lm", "program/archehr/question=lm", f"hydra.run.dir={out}")
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen([sys.executable, str(ROOT / "main.py"), *args, "progress=false",
                              "metrics.bertscore=null"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
