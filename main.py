@@ -22,14 +22,29 @@ def main(cfg: DictConfig) -> float | None:
 
 
 def cli() -> None:
-    """`python main.py` with `sys.argv`: a dead stage parameter is refused in one line before Hydra runs."""
-    from common.overrides import dead_stage_key
+    """`python main.py` with `sys.argv`: a dead stage parameter is refused in one line before Hydra runs, and a
+    command line Hydra cannot compose (a mistyped key, group or option) is one line naming the closest valid one."""
+    from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
+
+    from common.overrides import config_mistake, dead_stage_key
 
     refusal = dead_stage_key(sys.argv[1:])  # a parameter of a stage implementation that is not in use
     if refusal:
         print(f"error: {refusal}", file=sys.stderr)
         raise SystemExit(2)
-    main()
+    ours = "HYDRA_FULL_ERROR" not in os.environ  # Hydra raises (instead of printing its message) only with it set
+    if ours:
+        os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        main()
+    except (ConfigCompositionException, MissingConfigException, OverrideParseException) as exc:
+        if not ours:  # the user asked for Hydra's full error
+            raise
+        print(f"error: {config_mistake(sys.argv[1:], exc)}", file=sys.stderr)
+        raise SystemExit(2) from None
+    finally:
+        if ours:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
 
 
 if __name__ == "__main__":

@@ -64,3 +64,59 @@ def dead_stage_key(argv: list[str]) -> str | None:
         return (f"{key}: not a parameter of the {stage} stage in use ({rel}={current}, parameters: "
                 f"{', '.join(sorted(options_keys.get(current, set())))}); {switch}")
     return None
+
+
+def _close(word: str, choices: list[str]) -> str | None:
+    import difflib
+
+    found = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def _key_suggestion(key: str, argv: list[str]) -> str:
+    """`did you mean <the closest valid key>?` for a dotted key the config does not have ('' when none is close)."""
+    others = [a for a in argv if "=" in a and not a.startswith("-") and a.split("=", 1)[0].lstrip("+~") != key
+              and not a.startswith(("hydra.", "hydra/"))]
+    try:
+        node: Any = compose_config(*others)
+    except Exception:  # noqa: BLE001 - the rest of the line does not compose either: no suggestion
+        return ""
+    done: list[str] = []
+    parts = key.split(".")
+    for i, part in enumerate(parts):
+        if not hasattr(node, "keys"):
+            return ""
+        if part not in node:
+            close = _close(part, [str(k) for k in node.keys()])
+            return f"; did you mean {'.'.join([*done, close, *parts[i + 1:]])}?" if close else (
+                f"; {'.'.join(done) or 'the config'} has: {', '.join(sorted(str(k) for k in node.keys())[:20])}")
+        done.append(part)
+        node = node[part]
+    return ""
+
+
+def config_mistake(argv: list[str], exc: Exception) -> str:
+    """One line for a command line Hydra cannot compose (a mistyped key, group or option), naming the closest valid
+    one, instead of Hydra's multi-line message (which advises `+key=...`, adding the typo as a new key)."""
+    import re
+
+    text = str(exc).strip()
+    missing = re.search(r"Could not find '([^']+)'", text)
+    if missing:  # lm=gemeni: an option that is not a file of its group
+        group, _, option = missing[1].rpartition("/")
+        names = sorted(p.stem for p in (CONF / group).glob("*.yaml")) if group else []
+        close = _close(option, names)
+        hint = f"did you mean {group}={close}? " if close else ""
+        return f"{group}={option}: conf/{group}/ has no {option}.yaml; {hint}options: {', '.join(names) or 'none'}"
+    override = re.search(r"Could not override '([^']+)'", text)
+    if override:
+        key = override[1]
+        if "/" in key:  # program/archehr/evidnce=lm: a group that does not exist
+            parent, _, name = key.rpartition("/")
+            groups = sorted(p.name for p in (CONF / parent).iterdir() if p.is_dir()) if (CONF / parent).is_dir() else []
+            close = _close(name, groups)
+            return f"{key}: no such config group" + (f"; did you mean {parent}/{close}?" if close else
+                                                        f"; {parent}/ has: {', '.join(groups) or 'none'}")
+        return f"{key}: no such key in the config{_key_suggestion(key, argv)}"
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return f"cannot read the command line: {first}"

@@ -1,0 +1,34 @@
+"""A command line Hydra cannot compose (a mistyped key, group or option) is one `error:` line naming the closest
+valid one, not Hydra's multi-line message that advises `+key=...` (which would add the typo as a new key)."""
+
+import os
+
+import pytest
+
+from tests.cli import run_main
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["program.evidnce.threshold=0.4"],
+     "error: program.evidnce.threshold: no such key in the config; did you mean program.evidence.threshold?"),
+    (["prgram=archehr"], "error: prgram: no such key in the config; did you mean program?"),
+    (["lm=gemeni"], "error: lm=gemeni: conf/lm/ has no gemeni.yaml; did you mean lm=gemini? options: embedded, "
+                    "embedded_gemma, gemini, none, openai, openai_compatible"),
+    (["program=archehr2026"], "error: program=archehr2026: conf/program/ has no archehr2026.yaml; did you mean "
+                              "program=archehr2025? options: archehr, archehr2025, mediqa_corr"),
+    (["program/archehr/evidnce=lm"],
+     "error: program/archehr/evidnce: no such config group; did you mean program/archehr/evidence?"),
+    (["a=b=c"], "error: cannot read the command line: mismatched input '=' expecting <EOF>"),
+])
+def test_a_mistyped_key_group_or_option_is_one_line_naming_the_closest(args, line, tmp_path):
+    proc = run_main(*args, f"hydra.run.dir={tmp_path / 'run'}", env={"HYDRA_FULL_ERROR": None})
+    assert proc.returncode == 2 and proc.stderr == line + "\n", proc.stderr
+    assert "+" not in proc.stderr.split("did you mean", 1)[-1]  # never advises adding the typo as a new key
+    assert not (tmp_path / "run").exists() and "HYDRA_FULL_ERROR" not in os.environ
+
+
+def test_hydra_full_error_set_by_the_user_still_gives_hydras_own_error(tmp_path):
+    proc = run_main("lm=gemeni", f"hydra.run.dir={tmp_path / 'run'}", env={"HYDRA_FULL_ERROR": "1"})
+    assert proc.returncode == 1 and "MissingConfigException" in proc.stderr
