@@ -104,7 +104,7 @@ def config_mistake(argv: list[str], exc: Exception) -> str:
     missing = re.search(r"Could not find '([^']+)'", text)
     if missing:  # lm=gemeni: an option that is not a file of its group
         group, _, option = missing[1].rpartition("/")
-        names = sorted(p.stem for p in (CONF / group).glob("*.yaml")) if group else []
+        names = sorted(options(group)) if group else []
         close = _close(option, names)
         hint = f"did you mean {group}={close}? " if close else ""
         return f"{group}={option}: conf/{group}/ has no {option}.yaml; {hint}options: {', '.join(names) or 'none'}"

@@ -49,7 +49,8 @@ def dispatch(cfg: DictConfig) -> float | None:
         record_failure(line)
         raise SystemExit(2) from None
     except Exception as exc:
-        from common.multirun import in_multirun, job_failed
+        from common.multirun import job_failed
+        from common.outputs import in_multirun
 
         if in_multirun():  # a bug in one multirun job: its traceback now, the other jobs still run (exit 1 at the end)
             import traceback
