@@ -121,7 +121,7 @@ class Slow(NotServed):
 class Live:
     """create_app(...) under uvicorn in a thread of this process."""
 
-    def __init__(self, access_log: bool = False, **serve: Any) -> None:
+    def __init__(self, access_log: bool = False, contract: ProgramContract | None = None, **serve: Any) -> None:
         settings = {"host": "127.0.0.1", "max_concurrency": 1, "max_queue": 0, "timeout_s": 0.5,
                     "max_request_bytes": 2000, "max_sentences": 5, "token_env": None, "log_bodies": False, **serve}
         cfg = OmegaConf.create({"serve": settings, "lm": {"client": None}, "program": {"name": "slow"}})
@@ -130,7 +130,7 @@ class Live:
         port = int(self.url.rsplit(":", 1)[1])
         args = {**server_args(serve_settings(cfg)), "port": port, "log_config": None,
                 "log_level": "info" if access_log else "warning"}
-        self.server = uvicorn.Server(uvicorn.Config(create_app(cfg, Slow(), self.program), **args))
+        self.server = uvicorn.Server(uvicorn.Config(create_app(cfg, contract or Slow(), self.program), **args))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 30
@@ -160,8 +160,8 @@ class Live:
 def live():
     servers: list[Live] = []
 
-    def start(access_log: bool = False, **serve: Any) -> Live:
-        servers.append(Live(access_log, **serve))
+    def start(access_log: bool = False, contract: ProgramContract | None = None, **serve: Any) -> Live:
+        servers.append(Live(access_log, contract, **serve))
         return servers[-1]
 
     yield start
@@ -228,6 +228,37 @@ def test_every_error_is_an_error_object(live):
     assert httpx.get(f"{server.url}/v1/slow/work").status_code == 405
     many = server.post({"sentences": ["s"] * 6})
     assert many.status_code == 422 and many.json() == {"error": "sentences: 6 is over serve.max_sentences=5"}
+
+
+def test_a_list_over_max_sentences_is_refused_before_its_items_are_validated(live):
+    """Issue #28 item 1, found again by benchmarks/probe.py: 76,000 sentences were validated one by one on the event
+    loop (1.5 s of a blocked /health) before the count refused them. The count comes first now, for any list."""
+    server = live(max_request_bytes=1_000_000)
+    bad_items = server.post({"sentences": [1] * 6})  # six items that would each fail validation
+    assert bad_items.status_code == 422 and bad_items.json() == {"error": "sentences: 6 is over serve.max_sentences=5"}
+    nested = server.post({"id": "n", "extra": {"rows": [[0]] * 6}})
+    assert nested.status_code == 422 and nested.json() == {"error": "extra.rows: 6 is over serve.max_sentences=5"}
+    assert server.post({"sentences": ["s"] * 5}).status_code == 200 and server.program.started == ["job"]
+
+
+class SlowParse(Slow):
+    """A program whose request takes a while to turn into an item (as a 2 MB `xml` body does)."""
+
+    def serve_item(self, request: JobRequest) -> Job:
+        time.sleep(1.5)
+        return super().serve_item(request)
+
+
+def test_health_answers_while_a_request_is_turned_into_its_item(live):
+    """serve_item runs in a thread: the event loop (and /health) does not wait for a request's parsing."""
+    server = live(contract=SlowParse(), timeout_s=5)
+    with ThreadPoolExecutor(1) as pool:
+        slow = pool.submit(server.post, {"id": "p"})
+        time.sleep(0.3)
+        asked = time.monotonic()
+        assert server.health()["status"] == "ok"
+        assert time.monotonic() - asked < 0.5  # 1.2 s before: the parse held the event loop
+        assert slow.result().status_code == 200
 
 
 def test_client_ids_cannot_forge_log_lines(live, caplog):
