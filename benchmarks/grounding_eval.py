@@ -49,6 +49,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from common import json_input  # noqa: E402
 from common.errors import ClinprogError  # noqa: E402
 from tasks.archehr.data import Case, KeyCase, check_key, load_cases, load_key  # noqa: E402
 
@@ -171,7 +172,7 @@ def load_fabrications(path: str | Path, cases: Sequence[Case]) -> dict[str, list
         raise FabricationsError(f"{path}: cannot read the fabrications file ({getattr(exc, 'strerror', None) or exc})") \
             from None
     try:
-        data = json.loads(text)
+        data = json_input.loads(text)
     except ValueError as exc:
         raise FabricationsError(f"{path}: not valid JSON ({exc})") from None
     return parse_fabrications(data, cases, where=str(path))

@@ -28,6 +28,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from common import json_input
 from common.outputs import in_multirun, record_failure
 
 MARKER = "failed.json"
@@ -99,7 +100,7 @@ class MultirunFailuresCallback(Callback):
             try:
                 if marker.stat().st_mtime < self.started - 2:  # an earlier sweep's, into the same folder
                     continue
-                record = json.loads(marker.read_text(encoding="utf-8"))
+                record = json_input.loads(marker.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 continue
             if isinstance(record, dict):

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from common import json_input
 from common.errors import ClinprogError
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ class PredictionLog:
 
     def _parse(self, line: bytes, n: int) -> dict[str, Any]:
         try:
-            record = json.loads(line.decode("utf-8"))
+            record = json_input.loads(line.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise PredictionLogError(f"{self.path}:{n}: not a JSON record ({exc}); fix or delete that line, "
                                      "or rerun into a new folder") from None

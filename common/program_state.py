@@ -18,6 +18,7 @@ from typing import Any
 import dspy
 import orjson
 
+from common import json_input
 from common.errors import ClinprogError
 from common.parameters import LogisticHead, LoraAdapter
 
@@ -62,7 +63,7 @@ def read_meta(path: str | Path) -> dict[str, Any] | None:
     if not meta_path.is_file():
         return None
     try:
-        meta = json.loads(meta_path.read_text())
+        meta = json_input.loads(meta_path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CompiledProgramError(f"{meta_path}: not JSON ({exc})") from None
     if not isinstance(meta, dict):

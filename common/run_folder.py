@@ -25,6 +25,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from common import json_input
 from common.errors import ClinprogError, RunFolderError
 from common.flatten import flatten
 
@@ -184,7 +185,7 @@ class RunFolder:
         old = None
         if path.exists():
             try:
-                old = json.loads(path.read_text(encoding="utf-8"))
+                old = json_input.loads(path.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 old = {"unreadable": str(path)}
         has_records = self.predictions.exists() and self.predictions.stat().st_size > 0

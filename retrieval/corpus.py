@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from common import json_input
 from retrieval.chunking import chunk_text
 from retrieval.passage import RetrievalError
 
@@ -91,7 +92,7 @@ def _jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = json_input.loads(line)
             except json.JSONDecodeError as exc:
                 raise RetrievalError(f"{path}:{n}: malformed JSON line ({exc.msg})") from None
             if not isinstance(record, dict):

@@ -20,6 +20,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 import common.instantiate  # noqa: F401 - registers the resolvers a program config may name
+from common import json_input
 from common.errors import ClinprogError, ConfigError
 from common.logs import printable
 from common.outputs import output_dir, write_text
@@ -82,7 +83,7 @@ def read_shard(folder: Path) -> Shard:
     files = {}
     for name in ("config.json", "fingerprint.json"):
         try:
-            files[name] = json.loads((folder / name).read_text(encoding="utf-8"))
+            files[name] = json_input.loads((folder / name).read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise MergeError(f"{folder}: no {name}: not a finished run folder (an interrupted shard resumes when its "
                              "command is run again)") from None

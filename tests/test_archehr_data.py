@@ -57,6 +57,20 @@ def test_duplicate_sentence_ids_are_rejected(tmp_path):
         load_cases(path)
 
 
+def test_thirty_thousand_cases_are_checked_for_duplicate_ids_in_one_pass(tmp_path):
+    """Issue #28 probe: the duplicate-case-id check counted each id over the whole list (30,000 cases posted as one
+    `xml` body took 17 s, blocking the server)."""
+    import time
+
+    cases = "".join(f"<case id='{i}'><patient_narrative>a</patient_narrative></case>" for i in range(30_000))
+    path = write(tmp_path, f"<annotations>{cases}<case id='7'><patient_narrative>b</patient_narrative></case>"
+                           "</annotations>")
+    start = time.monotonic()
+    with pytest.raises(ArchEHRDataError, match=r"duplicate case ids \['7'\]"):
+        load_cases(path)
+    assert time.monotonic() - start < 5
+
+
 def test_wrong_root_and_missing_file(tmp_path):
     with pytest.raises(ArchEHRDataError, match="expected <annotations>"):
         load_cases(write(tmp_path, "<cases/>"))
@@ -67,6 +81,9 @@ def test_wrong_root_and_missing_file(tmp_path):
 def test_bad_key_files(tmp_path):
     with pytest.raises(ArchEHRDataError, match="malformed JSON"):
         load_key(write(tmp_path, "[{", "k.json"))
+    # JSON nested deeper than Python reads (a RecursionError traceback before): the same one line
+    with pytest.raises(ArchEHRDataError, match=r"deep.json: malformed JSON \(JSON nested too deeply to read\)"):
+        load_key(write(tmp_path, "[" * 100_000 + "]" * 100_000, "deep.json"))
     bad_entries = {
         "high": [{"case_id": "1", "answers": [{"sentence_id": "1", "relevance": "high"}]}],
         "string": [{"case_id": "1", "answers": ["essential"]}],

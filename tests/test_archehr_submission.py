@@ -31,3 +31,6 @@ def test_wrong_submission_shapes_are_rejected(tmp_path):
     path.write_text("{")
     with pytest.raises(ArchEHRDataError, match="cannot read submission"):
         read_submission(path, 1)
+    path.write_text("[" * 100_000 + "]" * 100_000)  # a RecursionError traceback before
+    with pytest.raises(ArchEHRDataError, match=r"cannot read submission \(JSON nested too deeply to read\)"):
+        read_submission(path, 1)

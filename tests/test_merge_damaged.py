@@ -63,6 +63,18 @@ def test_a_shard_file_that_is_not_what_a_run_writes_is_one_error_naming_it(shard
     assert not (out / "predictions.jsonl").exists()
 
 
+@pytest.mark.parametrize("name", ["config.json", "fingerprint.json"])
+def test_a_shard_file_nested_too_deeply_to_read_is_one_error_naming_it(shards, tmp_path, name):
+    """Issue #28 probe: 100,000 `[` in a shard's file was a RecursionError traceback."""
+    _, (s0, s1) = shards
+    damaged = copy_of(s1, tmp_path / "s1_damaged")
+    (damaged / name).write_text("[" * 100_000 + "]" * 100_000)
+    out = tmp_path / "merged"
+    line = one_error(merge(s0, damaged, out=out))
+    assert line == f"error: {damaged}/{name}: not JSON (JSON nested too deeply to read)"
+    assert not (out / "predictions.jsonl").exists()
+
+
 def rewrite_first_record(folder, change) -> str:
     path = folder / "predictions.jsonl"
     lines = path.read_text().splitlines()

@@ -46,6 +46,9 @@ def test_a_hand_broken_line_is_one_error_naming_file_and_line(tmp_path):
     log.path.write_text('{"other": 1}\n')
     with pytest.raises(PredictionLogError, match=r"predictions.jsonl:1: record without its id field"):
         log.read()
+    log.path.write_text('{"case_id": "1"}\n' + "[" * 100_000 + "]" * 100_000 + '\n{"case_id": "3"}\n')  # a traceback before
+    with pytest.raises(PredictionLogError, match=r"predictions.jsonl:2: not a JSON record \(JSON nested too deeply"):
+        log.read()
 
 
 def test_a_changed_fingerprint_refuses_restarts_or_forces(tmp_path):

@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import logging
 import xml.etree.ElementTree as ET
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common import json_input
 from common.errors import ClinprogError
 from common.logs import printable
 
@@ -138,8 +140,8 @@ def _cases(root: ET.Element, path: str | Path) -> list[Case]:
     cases = [_parse_case(e, str(path)) for e in root.findall("case")]
     if not cases:
         raise ArchEHRDataError(f"{path}: no <case> elements")
-    ids = [c.case_id for c in cases]
-    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    counts = Counter(c.case_id for c in cases)  # one pass: 30,000 posted cases took 17 s with a count per id
+    dupes = sorted(i for i, n in counts.items() if n > 1)
     if dupes:
         raise ArchEHRDataError(f"{path}: duplicate case ids {dupes}")
     return cases
@@ -169,7 +171,7 @@ def load_key(path: str | Path) -> dict[str, KeyCase]:
     if not path.is_file():
         raise ArchEHRDataError(f"{path}: no such file (set data.key=...)")
     try:
-        raw = json.loads(path.read_bytes().decode("utf-8"))
+        raw = json_input.loads(path.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise ArchEHRDataError(f"{path}: not UTF-8 (byte {exc.start}); save the key as UTF-8") from None
     except json.JSONDecodeError as exc:
@@ -247,7 +249,7 @@ def load_question_pairs(path: str | Path) -> list[Case]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = json_input.loads(line)
             qid, question, summary = str(row["id"]), str(row["question"]), str(row["summary"])
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             raise ArchEHRDataError(f"{path}:{n}: not a {{id, question, summary}} JSON line ({type(exc).__name__})") \

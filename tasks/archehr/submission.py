@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from common import json_input
 from tasks.archehr.data import ArchEHRDataError
 
 SUBMISSION_FILES = {st: f"submission_subtask_{st}.json" for st in (1, 2, 3, 4)}
@@ -59,7 +60,7 @@ def read_submission(path: str | Path, subtask: int) -> SubmittedPredictions:
     ids never equal the key's string ids, so the subtask stops with a ValueError)."""
     path = Path(path)
     try:
-        items = json.loads(path.read_text(encoding="utf-8"))
+        items = json_input.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise ArchEHRDataError(f"{path}: cannot read submission ({exc})") from None
     if not isinstance(items, list):

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from common import json_input
 from tasks.archehr.data import ArchEHRDataError
 
 SUBMISSION_FILE = "submission.json"
@@ -76,7 +77,7 @@ def read_submission(path: str | Path) -> list[tuple[str, str]]:
     if path.is_dir():
         path = path / SUBMISSION_FILE
     try:
-        items = json.loads(path.read_bytes().decode("utf-8"))
+        items = json_input.loads(path.read_bytes().decode("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ArchEHRDataError(f"{path}: cannot read the submission ({exc})".splitlines()[0]) from None
     if not isinstance(items, list):
