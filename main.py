@@ -26,9 +26,10 @@ def cli() -> None:
     command line Hydra cannot compose (a mistyped key, group or option) is one line naming the closest valid one."""
     from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
 
-    from common.overrides import config_mistake, dead_stage_key
+    from common.overrides import config_mistake, dead_stage_key, too_deeply_nested
 
-    refusal = dead_stage_key(sys.argv[1:])  # a parameter of a stage implementation that is not in use
+    # a value nested too deeply to parse, or a parameter of a stage implementation that is not in use
+    refusal = too_deeply_nested(sys.argv[1:]) or dead_stage_key(sys.argv[1:])
     if refusal:
         print(f"error: {refusal}", file=sys.stderr)
         raise SystemExit(2)

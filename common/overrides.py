@@ -30,6 +30,26 @@ def _option_keys(folder: Path) -> dict[str, set[str]]:
     return out
 
 
+MAX_NESTING = 32  # brackets deep in one override: Hydra's parser and OmegaConf recurse once a level
+
+
+def too_deeply_nested(argv: list[str]) -> str | None:
+    """The refusal line for the first override whose value nests `[`/`{` deeper than MAX_NESTING (300 levels were a
+    RecursionError traceback from Hydra); None when there is none."""
+    for arg in argv:
+        depth = deepest = 0
+        for ch in arg:
+            if ch in "[{":
+                depth += 1
+                deepest = max(deepest, depth)
+            elif ch in "]}":
+                depth -= 1
+        if deepest > MAX_NESTING:
+            return (f"{arg.split('=', 1)[0]}: a value nested {deepest} levels deep; the command line takes at most "
+                    f"{MAX_NESTING}")
+    return None
+
+
 def dead_stage_key(argv: list[str]) -> str | None:
     """The refusal line for the first `program.<stage>.<param>=...` override whose stage implementation (after the
     command line's group choices) has no such parameter; None when there is none (or the config does not compose:
