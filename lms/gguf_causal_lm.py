@@ -81,3 +81,19 @@ def merged_llama(base: BaseModel, adapter_id: str, tensors: dict[str, tuple[Any,
                         logits_all=False, verbose=False, seed=0)
             _LOADED[key] = (llm, threading.Lock())
         return _LOADED[key]
+
+
+_DECODERS: dict[int, Any] = {}
+
+
+def batch_decoder(llm: Any, n_seq: int, n_ctx: int, threads: int = 2) -> Any:
+    """The `BatchDecoder` of a loaded model with room for `n_seq` sequences in `n_ctx` tokens: one per model, made
+    again (larger) when a caller needs more. Call under the model's lock."""
+    from lms.llama_batch import BatchDecoder
+
+    decoder = _DECODERS.get(id(llm))
+    if decoder is None or decoder.ctx is None or decoder.n_seq < n_seq or decoder.n_ctx < n_ctx:
+        if decoder is not None:
+            decoder.close()
+        decoder = _DECODERS[id(llm)] = BatchDecoder(llm, n_seq, n_ctx, threads)
+    return decoder

@@ -58,7 +58,9 @@ def test_the_baseline_stage_quotes_the_message_and_refuses_an_unknown_method():
 
 @pytest.mark.parametrize(("override", "message"), [
     ("program.question.register=doctor", "program.question.register must be one of"),
-    ("program.question.samples=-1", "program.question.samples must be an integer >= 0"),
+    ("program.question.samples=-1", "program.question.samples must be an integer from 0 to 63"),
+    ("program.question.samples=64", "program.question.samples must be an integer from 0 to 63"),
+    ("program.question.max_new_tokens=100000", "program.question.max_new_tokens must be an integer from 4 to 256"),
     ("program.question.temperature=0", "program.question.temperature must be a number in"),
     ("program.question.max_words=abc", "program.question.max_words must be an integer"),
     ("program.question.coverage_weight=-1", "program.question.coverage_weight must be a number in"),

@@ -28,7 +28,7 @@ import numpy as np
 
 from common.errors import ConfigError
 from common.parameters import LearnedStateError, LogisticHead, LoraAdapter
-from lms.gguf_causal_lm import BaseModel, merged_llama
+from lms.gguf_causal_lm import BaseModel, batch_decoder, merged_llama
 from programs.archehr.question_text import (
     finish_question,
     first_question_sentence,
@@ -81,6 +81,13 @@ def coverage(question: str, message_stems: set[str]) -> float:
     return len(stems & message_stems) / len(stems) if stems else 0.0
 
 
+def reply_complete(text: str, max_words: int) -> bool:
+    """True once `finish_question` would drop anything decoded after `text`: it has its '?', its first line has
+    ended, or it runs past the word limit (with room for a leading label such as "Question:")."""
+    reply = text.lstrip()
+    return "?" in reply or "\n" in reply or len(reply.split()) > max_words + 2
+
+
 def register_features_names(dim: int) -> tuple[str, ...]:
     return tuple(f"embedding_{i}" for i in range(dim))
 
@@ -100,11 +107,12 @@ class FinetunedQuestionInterpreter(dspy.Module):
         where = "program.question"
         if register not in ("auto", *REGISTERS):
             raise ConfigError(f"{where}.register must be one of {['auto', *REGISTERS]}, not {register!r}")
-        checks = {"max_words": (max_words, 1), "samples": (samples, 0), "max_new_tokens": (max_new_tokens, 4),
-                  "threads": (threads, 1)}
-        for name, (value, low) in checks.items():
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigError(f"{where}.{name} must be an integer >= {low}, not {value!r}")
+        # bounds: the candidates decode together, so samples and reply length size the model's cache
+        checks = {"max_words": (max_words, 1, 200), "samples": (samples, 0, 63),
+                  "max_new_tokens": (max_new_tokens, 4, 256), "threads": (threads, 1, 256)}
+        for name, (value, low, high) in checks.items():
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ConfigError(f"{where}.{name} must be an integer from {low} to {high}, not {value!r}")
         for name, value in (("coverage_weight", coverage_weight), ("opening_weight", opening_weight)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
                 raise ConfigError(f"{where}.{name} must be a number in [0, 100], not {value!r}")
@@ -152,48 +160,51 @@ class FinetunedQuestionInterpreter(dspy.Module):
 
     def candidates(self, message: str, register: str) -> list[tuple[str, float]]:
         """(question, mean log-probability of its tokens) for the greedy reply and `samples` sampled ones, best
-        first. The prompt is read once; each candidate decodes from its KV cache (llama.cpp drops the cache past
-        `n_tokens` on the next eval)."""
+        first. The prompt is read once and the candidates decode together, one batch per step (lms/llama_batch.py);
+        a candidate stops at the end of its turn or once `finish_question` would drop what follows (its '?', the
+        end of its first line, a word past the limit)."""
         llm, lock = self.loaded()
         prompt = build_prompt(self.adapter.instructions.get(register, INSTRUCTIONS[register]), message)
         tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
         eos = llm.tokenize(b"<|im_end|>", add_bos=False, special=True)[0]  # ChatML's end of turn
-        n_vocab = llm.n_vocab()
-        # reproducible: the same message gets the same samples in every run
-        rng = np.random.default_rng(int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "big"))
-        found: dict[str, float] = {}
+        n_seq = 1 + self.samples
+        # reproducible: the same message gets the same samples in every run, whatever else the batch holds
+        seed = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "big")
+        rngs = [np.random.default_rng([seed, run]) for run in range(n_seq)]
+        out: list[list[int]] = [[] for _ in range(n_seq)]
+        text = [b"" for _ in range(n_seq)]
+        total = [0.0] * n_seq
         with lock:
-            same = 0
-            for a, b in zip(llm._input_ids[: llm.n_tokens].tolist(), tokens[:-1], strict=False):
-                if a != b:
-                    break
-                same += 1
-            llm.n_tokens = same  # the shared prefix (the instruction) stays in the cache
-            llm.eval(tokens[same:])
-            first = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(n_vocab,)).copy()
-            for run in range(1 + self.samples):
-                llm.n_tokens = len(tokens)
-                logits, out, total = first, [], 0.0
-                for _ in range(self.max_new_tokens):
-                    logp = logits - logits.max()
+            decoder = batch_decoder(llm, n_seq, len(tokens) + n_seq * self.max_new_tokens + 64, self.threads)
+            first = decoder.start(tokens, n_seq)
+            logits = dict.fromkeys(range(n_seq), first)
+            for step in range(self.max_new_tokens):
+                chosen: dict[int, int] = {}
+                for run, row in logits.items():
+                    logp = row - row.max()
                     logp = logp - np.log(np.exp(logp).sum())
                     if run == 0:
                         token = int(logp.argmax())
                     else:  # temperature sampling among the 40 most probable tokens
                         top = np.argpartition(-logp, 40)[:40]
                         weights = np.exp((logp[top] - logp[top].max()) / self.temperature)
-                        token = int(top[rng.choice(len(top), p=weights / weights.sum())])
-                    total += float(logp[token])
-                    out.append(token)
+                        token = int(top[rngs[run].choice(len(top), p=weights / weights.sum())])
+                    total[run] += float(logp[token])
+                    out[run].append(token)
                     if token == eos:
-                        break
-                    llm.eval([token])
-                    logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(n_vocab,)).copy()
-                text = finish_question(llm.detokenize([t for t in out if t != eos]).decode("utf-8", "replace"),
-                                       self.max_words)
-                score = total / max(1, len(out))
-                if text and score > found.get(text, -1e9):
-                    found[text] = score
+                        continue
+                    text[run] += llm.detokenize([token])
+                    if not reply_complete(text[run].decode("utf-8", "replace"), self.max_words):
+                        chosen[run] = token
+                if not chosen or step + 1 == self.max_new_tokens:
+                    break
+                logits = decoder.step(len(tokens) + step, chosen)
+        found: dict[str, float] = {}
+        for run in range(n_seq):
+            question = finish_question(text[run].decode("utf-8", "replace"), self.max_words)
+            score = total[run] / max(1, len(out[run]))
+            if question and score > found.get(question, -1e9):
+                found[question] = score
         return sorted(found.items(), key=lambda x: -x[1])
 
     def pick(self, candidates: list[tuple[str, float]], message: str, register: str = "consumer") -> str | None:

