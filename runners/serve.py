@@ -15,9 +15,10 @@ from common.errors import ConfigError
 log = logging.getLogger(__name__)
 
 
-def no_lm_twin(cfg: DictConfig, contract: ProgramContract) -> Any:
+def no_lm_twin(cfg: DictConfig, contract: ProgramContract, overrides: list[str] | None = None) -> Any:
     """The same program composed with `lm=none` (its non-LLM stages), to answer when the LM fails; None when the
-    program has no non-LLM stages (the contract's fallback record answers instead)."""
+    program has no non-LLM stages (the contract's fallback record answers instead). Outside main.py, `overrides`
+    (those `cfg` was composed with) compose it again the same way."""
     from hydra import compose
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig
@@ -29,6 +30,11 @@ def no_lm_twin(cfg: DictConfig, contract: ProgramContract) -> Any:
         # a program found on a search path the user added (hydra.searchpath=[...]) is found again
         overrides += [o for o in HydraConfig.get().overrides.hydra if o.startswith("hydra.searchpath")]
         offline_cfg = compose(config_name="config", overrides=[*overrides, "lm=none"])
+    elif overrides is not None:  # a script that says how it composed cfg (common.config_groups.compose_config)
+        from common.config_groups import compose_config
+
+        offline_cfg = compose_config(*[o for o in overrides if not o.lstrip("+~").startswith(("lm=", "lm."))],
+                                     "lm=none")
     else:  # a composed config handed in (scripts, notebooks)
         offline_cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
         with open_dict(offline_cfg):
@@ -73,29 +79,41 @@ def raise_open_file_limit(max_connections: int) -> None:
                     "serve.max_connections or raise the limit", max_connections, want, new)
 
 
+def build_app(cfg: DictConfig, overrides: list[str] | None = None) -> tuple[Any, Any]:
+    """(the ASGI app serving the configured program, its checked `serve.*` settings): the program built once, its
+    non-LLM twin for LM failures, both warmed up. `serve` runs it on uvicorn; tests call it through a TestClient
+    (with the `overrides` cfg was composed from, so the twin composes the same way)."""
+    from common.settings import serve_settings
+    from lms import build_role_lms
+    from runners.dspy_setup import configure_dspy
+    from runners.program import choose_lm_or_offline, contract_for
+    from serving.app import create_app
+
+    settings = serve_settings(cfg)  # serve.* checked before anything loads
+    contract = contract_for(cfg)
+    contract.serve_schemas()  # a program that cannot be served says so before anything loads
+    roles = choose_lm_or_offline(cfg, contract)
+    configure_dspy(cfg)
+    program = contract.build(cfg, build_role_lms(cfg.lm, roles) if roles else {})  # the program loads here, once
+    twin = no_lm_twin(cfg, contract, overrides) if roles else None
+    for built in (program, twin):
+        if built is not None:
+            warm_up(built)
+    return create_app(cfg, contract, program, twin), settings
+
+
 def serve(cfg: DictConfig) -> None:
     try:
         import uvicorn
     except ImportError:
         raise ConfigError('task=serve needs the server extra: pip install -e ".[server]"') from None
     from common.settings import serve_settings
-    from lms import build_role_lms
-    from runners.dspy_setup import configure_dspy
-    from runners.program import choose_lm_or_offline, contract_for
-    from serving.app import create_app, server_args
+    from runners.program import contract_for
+    from serving.app import server_args
 
-    settings = serve_settings(cfg)  # serve.* checked before anything loads
-    raise_open_file_limit(settings.max_connections)
+    raise_open_file_limit(serve_settings(cfg).max_connections)
+    app, settings = build_app(cfg)
     contract = contract_for(cfg)
-    contract.serve_schemas()  # a program that cannot be served says so before anything loads
-    roles = choose_lm_or_offline(cfg, contract)
-    configure_dspy(cfg)
-    program = contract.build(cfg, build_role_lms(cfg.lm, roles) if roles else {})  # the program loads here, once
-    twin = no_lm_twin(cfg, contract) if roles else None
-    for built in (program, twin):
-        if built is not None:
-            warm_up(built)
-    app = create_app(cfg, contract, program, twin)
     print(f"serving program={contract.name} on http://{settings.host}:{settings.port}{contract.serve_path()} "
           "(OpenAPI: /openapi.json)", flush=True)
     uvicorn.run(app, **server_args(settings))

@@ -1,5 +1,5 @@
 """`task=serve` started as a user starts it, on 127.0.0.1, called with an HTTP client: every endpoint, every error
-class, concurrent requests, and an LM failure answered by the documented fallback."""
+class, concurrent requests (an LM failure answered by the documented fallback: test_serve_in_process.py)."""
 
 import os
 import subprocess
@@ -155,29 +155,3 @@ def test_chunked_oversized_non_utf8_and_deep_bodies_are_refused_as_documented(ar
     for content, message in ((b'{"patient_narrative": "\xff"}', "not UTF-8"), (b"[" * 100_000, "nested too deeply")):
         r = post(archehr, "/v1/archehr/answer", content=content)
         assert r.status_code == 422 and message in r.json()["error"], r.text
-
-
-def test_an_lm_failure_is_answered_by_the_documented_fallback(tmp_path):
-    dead = f"http://127.0.0.1:{free_port()}/v1"
-    lm = ("lm=openai_compatible", f"lm.client.api_base={dead}", "lm.client.check=false", "lm.client.num_retries=0",
-          f"cache_dir={tmp_path / 'cache'}")
-    archehr = Server("program=archehr", *lm, f"hydra.run.dir={tmp_path / 'a'}")
-    try:
-        r = post(archehr, "/v1/archehr/answer", {"patient_narrative": "Why was my lisinopril stopped?",
-                                                 "sentences": NOTE}, token=None)
-        assert r.status_code == 200, r.text
-        assert r.json()["lm_failure"].startswith("lm=openai_compatible (127.0.0.1:")
-        assert "2" in r.json()["evidence_ids"]  # the non-LLM program answered
-    finally:
-        archehr.stop()
-    mediqa = Server("program=mediqa_corr", "program.search.enabled=false", *lm, f"hydra.run.dir={tmp_path / 'm'}")
-    try:
-        r = post(mediqa, "/v1/mediqa_corr/correct", {"text_id": "n1", "sentences": [
-            {"id": "0", "text": "A man has fever."}, {"id": "1", "text": "He is treated with penicillin for MRSA."}]},
-            token=None)
-        assert r.status_code == 200, r.text
-        assert r.json()["line"] == "n1 0 -1 NA" and r.json()["outcome"] == "lm_failure" and r.json()["lm_failure"]
-        bad = post(mediqa, "/v1/mediqa_corr/correct", {"sentences": [{"id": "x", "text": "a"}]}, token=None)
-        assert bad.status_code == 422 and "ids must be integers" in bad.json()["error"]
-    finally:
-        mediqa.stop()
