@@ -100,7 +100,7 @@ class FinetunedQuestionInterpreter(dspy.Module):
 
     uses_lm = False  # no role LM: its own weights, run in process
 
-    def __init__(self, max_words: int = 15, register: str = "auto", samples: int = 4, temperature: float = 0.8,
+    def __init__(self, max_words: int = 15, register: str = "auto", samples: int = 8, temperature: float = 0.8,
                  coverage_weight: float = 3.0, opening_weight: float = 3.0, max_new_tokens: int = 40, threads: int = 2,
                  base: dict[str, Any] | None = None, embedder: Any = None) -> None:
         super().__init__()
