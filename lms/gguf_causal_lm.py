@@ -19,7 +19,7 @@ from typing import Any
 
 from lms.factory import resolve_packaged_file
 
-_LOADED: dict[tuple[str, str], tuple[Any, threading.Lock]] = {}
+_LOADED: dict[tuple[str, str, int], tuple[Any, threading.Lock]] = {}
 _LOCK = threading.Lock()
 
 
@@ -68,12 +68,12 @@ def merge_cache_dir() -> Path:
 
 def merged_llama(base: BaseModel, adapter_id: str, tensors: dict[str, tuple[Any, Any]], scale: float,
                  threads: int = 2, n_ctx: int = 1024) -> tuple[Any, threading.Lock]:
-    """(llama.cpp model of base + adapter, its lock), built once per process for each (base, adapter id)."""
+    """(llama.cpp model of base + adapter, its lock), built once per process for each (base, adapter id, threads)."""
     from llama_cpp import Llama
 
     from lms.gguf_merge import merged_gguf
 
-    key = (str(base.path()), adapter_id)
+    key = (str(base.path()), adapter_id, max(1, int(threads)))
     with _LOCK:
         if key not in _LOADED:
             path = merged_gguf(base.path(), adapter_id, tensors, scale, merge_cache_dir())

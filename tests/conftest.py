@@ -9,6 +9,10 @@ import pytest
 from signatures.constrained import ConstrainedJSONAdapter
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # xdist workers share the cores: one llama.cpp thread each (its threads spin while they wait; 2 x 2 on 2 cores
+    # ran the question-stage tests 1.7x slower)
+    os.environ.setdefault("CLINPROG_LLAMA_THREADS", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED_CASES = ROOT / "data" / "archehr" / "bundled_cases.xml"

@@ -176,3 +176,16 @@ MADE_UP = [
 ]
 
 
+
+
+def test_threads_reach_the_model_and_come_from_the_environment_by_default(monkeypatch):
+    from tests.builders import config
+
+    monkeypatch.setenv("CLINPROG_LLAMA_THREADS", "1")
+    assert config("program=archehr").program.question.threads == 1
+    monkeypatch.delenv("CLINPROG_LLAMA_THREADS")
+    assert config("program=archehr").program.question.threads == 2
+    stage = archehr_stage("question", "finetuned", "program.question.threads=1")
+    llm, _ = stage.loaded()
+    assert llm.n_threads == 1  # not a model another stage loaded with other threads
+    assert stage("Why was my lisinopril stopped?").clinician_question.endswith("?")
