@@ -225,12 +225,12 @@ def script(path: Path, *args: str, timeout: float = 150) -> subprocess.Completed
 def worker() -> None:
     """`probe.py --worker`: one JSON request a line on stdin, one JSON answer a line on the stdout it started with
     (file descriptor 1 itself goes to /dev/null, so that what a library writes there cannot break the answers)."""
+    import functools
     import io
     import runpy
-    import traceback
 
     sys.path.insert(0, str(ROOT))
-    from tests.cli import main_in_process
+    from tests.cli import exit_code_of, main_in_process
 
     answers = os.fdopen(os.dup(1), "w")
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -243,18 +243,10 @@ def worker() -> None:
             code, out, err = done.returncode, done.stdout, done.stderr
         else:
             out_buffer, err_buffer, saved = io.StringIO(), io.StringIO(), sys.argv
-            sys.argv, code = request["argv"], 0
+            sys.argv = request["argv"]
             try:
                 with contextlib.redirect_stdout(out_buffer), contextlib.redirect_stderr(err_buffer):
-                    try:
-                        runpy.run_path(request["argv"][0], run_name="__main__")
-                    except SystemExit as exc:
-                        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-                        if isinstance(exc.code, str):
-                            print(exc.code, file=sys.stderr)
-                    except Exception:  # noqa: BLE001 - what the interpreter would print before exiting 1
-                        traceback.print_exc()
-                        code = 1
+                    code = exit_code_of(functools.partial(runpy.run_path, request["argv"][0], run_name="__main__"))
             finally:
                 sys.argv = saved
             out, err = out_buffer.getvalue(), err_buffer.getvalue()
@@ -431,12 +423,17 @@ def cli_probes(report: Report, files: Files, only: Callable[[str, str], bool]) -
     def merge(*dirs: Path, out: Path) -> subprocess.CompletedProcess:
         return clinprog("task=merge", f"dirs=[{','.join(str(d) for d in dirs)}]", f"hydra.run.dir={out}")
 
-    def damaged(tag: str, name: str, content: str) -> Path:
+    def both_shards() -> tuple[Path, Path]:
+        """The two shard folders, once make_shards has finished (a probe that needs them fails if it could not)."""
         if not ready.wait(300) or len(shards) < 2:
             raise Fail("no shards to merge (their runs failed)")
+        return shards["s0"], shards["s1"]
+
+    def damaged(tag: str, name: str, content: Callable[[Path], str]) -> Path:
+        _, s1 = both_shards()
         copy = tmp / "damaged" / tag
-        shutil.copytree(shards["s1"], copy)
-        (copy / name).write_text(content)
+        shutil.copytree(s1, copy)
+        (copy / name).write_text(content(s1))
         return copy
 
     def merge_refused(item: str, what: str, name: str, content: Callable[[Path], str], says: str) -> None:
@@ -444,9 +441,7 @@ def cli_probes(report: Report, files: Files, only: Callable[[str, str], bool]) -
 
         @job(item, what, after_shards=True)
         def check() -> None:
-            if not ready.wait(300) or len(shards) < 2:
-                raise Fail("no shards to merge (their runs failed)")
-            copy = damaged(tag, name, content(shards["s1"]))
+            copy = damaged(tag, name, content)
             out = tmp / "merged" / tag
             one_error(merge(shards["s0"], copy, out=out), says=says)
             if (out / "predictions.jsonl").exists():
@@ -475,9 +470,7 @@ def cli_probes(report: Report, files: Files, only: Callable[[str, str], bool]) -
     @job("5", "merge into one of its own shards (hydra.run.dir=<shard>) is refused and the shard is unchanged",
          after_shards=True)
     def merge_into_shard() -> None:
-        if not ready.wait(300) or len(shards) < 2:
-            raise Fail("no shards to merge (their runs failed)")
-        s0, s1 = shards["s0"], shards["s1"]
+        s0, s1 = both_shards()
         before = {p: p.read_bytes() for p in s0.rglob("*") if p.is_file()}
         one_error(merge(s0, s1, out=s0), says="the merge would overwrite it")
         after = {p: p.read_bytes() for p in s0.rglob("*") if p.is_file()}
@@ -487,9 +480,7 @@ def cli_probes(report: Report, files: Files, only: Callable[[str, str], bool]) -
     @job("r3", "merge mismatches: a missing shard and a shard given twice are one error line each; both shards merge",
          after_shards=True)
     def merge_mismatches() -> None:
-        if not ready.wait(300) or len(shards) < 2:
-            raise Fail("no shards to merge (their runs failed)")
-        s0, s1 = shards["s0"], shards["s1"]
+        s0, s1 = both_shards()
         one_error(merge(s0, out=tmp / "merged" / "gap"), says="a gap: shard 1 of 2")
         twice = merge(s0, s0, out=tmp / "merged" / "twice")  # an overlap, and so a gap: a line for each
         no_traceback(twice)

@@ -54,6 +54,21 @@ def _shield_absl_stream() -> None:
     handler.close = handler.flush
 
 
+def exit_code_of(run: Callable[[], object]) -> int:
+    """Run `run` as the interpreter runs a script and return the exit code it would have: a SystemExit's code (a
+    string one printed to stderr, then 1), 1 with the traceback for any other exception, else 0."""
+    try:
+        run()
+    except SystemExit as exc:
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except Exception:  # noqa: BLE001 - what the interpreter would print before exiting 1
+        traceback.print_exc()
+        return 1
+    return 0
+
+
 def main_in_process(argv: list[str], cwd: str | Path, env: dict[str, str]) -> subprocess.CompletedProcess:
     """Run `main.cli()` with `sys.argv`, the environment (`env`, whole), the working directory and the root logger as
     a fresh process would have them, and restore all four after."""
@@ -71,18 +86,9 @@ def main_in_process(argv: list[str], cwd: str | Path, env: dict[str, str]) -> su
     os.chdir(cwd)
     sys.argv = [str(ROOT / "main.py"), *argv]
     GlobalHydra.instance().clear()
-    code = 0
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                entry.cli()
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-                if isinstance(exc.code, str):
-                    print(exc.code, file=sys.stderr)
-            except Exception:  # noqa: BLE001 - what the interpreter would print before exiting 1
-                traceback.print_exc()
-                code = 1
+            code = exit_code_of(entry.cli)
     finally:
         GlobalHydra.instance().clear()
         for handler in root.handlers[:]:
