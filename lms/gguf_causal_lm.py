@@ -67,8 +67,9 @@ def merge_cache_dir() -> Path:
 
 
 def merged_llama(base: BaseModel, adapter_id: str, tensors: dict[str, tuple[Any, Any]], scale: float,
-                 threads: int = 2, n_ctx: int = 1024) -> tuple[Any, threading.Lock]:
-    """(llama.cpp model of base + adapter, its lock), built once per process for each (base, adapter id, threads)."""
+                 threads: int = 2, n_ctx: int = 64) -> tuple[Any, threading.Lock]:
+    """(llama.cpp model of base + adapter, its lock), built once per process for each (base, adapter id, threads).
+    Its own context only tokenizes (generation runs on `batch_decoder`'s), hence the small `n_ctx`."""
     from llama_cpp import Llama
 
     from lms.gguf_merge import merged_gguf
@@ -95,5 +96,6 @@ def batch_decoder(llm: Any, n_seq: int, n_ctx: int, threads: int = 2) -> Any:
     if decoder is None or decoder.ctx is None or decoder.n_seq < n_seq or decoder.n_ctx < n_ctx:
         if decoder is not None:
             decoder.close()
-        decoder = _DECODERS[id(llm)] = BatchDecoder(llm, n_seq, n_ctx, threads)
+        # in whole 1,024-token blocks: a message a little longer than the last does not make a new context each time
+        decoder = _DECODERS[id(llm)] = BatchDecoder(llm, n_seq, -(-n_ctx // 1024) * 1024, threads)
     return decoder
