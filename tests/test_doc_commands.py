@@ -210,3 +210,14 @@ def test_the_readme_links_every_docs_page_and_the_report_image_is_shown():
     assert set(DOC_PAGES) - linked == set(), "docs pages the README does not link"
     images = {(p.parent / t).resolve() for _, p, t in LINKS if t.endswith(".png")}
     assert ROOT / "docs" / "report_archehr_case.png" in images
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    """`.ci/run` and a new user run the same tests: the README's one `pytest` command line is a line of `.ci/run`."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    commands = [line.strip() for block in FENCE.finditer(readme) for line in block.group(0).splitlines()
+                if "python -m pytest" in line]
+    assert len(commands) == 1, f"README.md has {len(commands)} test command lines, not one"
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+          if line.strip() and not line.lstrip().startswith("#")]
+    assert commands[0] in ci
