@@ -74,11 +74,12 @@ def merged_llama(base: BaseModel, adapter_id: str, tensors: dict[str, tuple[Any,
 
     from lms.gguf_merge import merged_gguf
 
-    key = (str(base.path()), adapter_id, max(1, int(threads)))
+    threads = max(1, int(threads))
+    key = (str(base.path()), adapter_id, threads)
     with _LOCK:
         if key not in _LOADED:
             path = merged_gguf(base.path(), adapter_id, tensors, scale, merge_cache_dir())
-            llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=max(1, int(threads)), n_batch=256,
+            llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_batch=256,
                         logits_all=False, verbose=False, seed=0)
             _LOADED[key] = (llm, threading.Lock())
         return _LOADED[key]

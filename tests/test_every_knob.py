@@ -105,8 +105,14 @@ def predictions(*overrides: str) -> list[dict]:
     return [{k: v for k, v in r.items() if k not in VOLATILE} for r in records]
 
 
+FIRST_CASES = 3
+# the first 3 dev cases, except where their questions do not meet what the knob acts on: the opening prior acts on
+# over-used openings ("What are the treatments for ..."), which the first 3 cases' questions ("Why was ...") are not
+QUESTION_CASES = {"opening_weight": 6}
+
+
 @functools.cache
-def questions(*overrides: str, cases: int = 3) -> list[str]:
+def questions(*overrides: str, cases: int = FIRST_CASES) -> list[str]:
     """The question stage's output on the first cases, alone: its output is all a question knob can change (the
     other stages only pass it on), and the learned model's sampling is the cost of this module."""
     choice = next(o for o in overrides if o.startswith("program/archehr/question=")).split("=", 1)[1]
@@ -114,11 +120,6 @@ def questions(*overrides: str, cases: int = 3) -> list[str]:
     return [stage(patient_narrative=case.patient_narrative,
                   patient_question=" ".join(case.patient_question_phrases)).clinician_question
             for case in CASES[:cases]]
-
-
-# the first 3 dev cases, except where their questions do not meet what the knob acts on: the opening prior acts on
-# over-used openings ("What are the treatments for ..."), which the first 3 cases' questions ("Why was ...") are not
-QUESTION_CASES = {"opening_weight": 6}
 
 
 @pytest.fixture
@@ -141,7 +142,7 @@ def test_each_parameter_of_the_default_run_changes_its_predictions(no_lm, impl, 
     stage = impl.split("/")[0]
     named = stage == "question" or impl not in {i for i, _ in default_implementations().values()}
     chosen = (f"program/archehr/{impl.replace('/', '=')}",) if named else ()
-    measure = (functools.partial(questions, cases=QUESTION_CASES.get(param, 3)) if stage == "question"
+    measure = (functools.partial(questions, cases=QUESTION_CASES.get(param, FIRST_CASES)) if stage == "question"
                else predictions)
     before = measure(*chosen)
     value = CHANGED[(impl, param)]

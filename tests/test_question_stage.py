@@ -176,8 +176,6 @@ MADE_UP = [
 ]
 
 
-
-
 def test_threads_reach_the_model_and_come_from_the_environment_by_default(monkeypatch):
     from tests.builders import config
 

@@ -9,12 +9,11 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from common.errors import RunFolderError
-from common.run_folder import RunFolder
+from common.run_folder import RunFolder, process_identity
 from lms.local_server import free_port
 from tasks.archehr.data import load_cases
 from tests.cli import QUIET, run_main
@@ -133,8 +132,8 @@ def test_a_lock_no_run_of_this_folder_holds_is_taken_over(tmp_path, caplog, lock
     (tmp_path / "run.lock").write_text(lock.format(pid=os.getppid(), dead=dead.pid))
     with RunFolder(tmp_path, {"a": 1}):
         held = json.loads((tmp_path / "run.lock").read_text())
-        own_command = Path("/proc/self/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()[:300]
-        assert held["pid"] == os.getpid() and held["start"] and held["command"] == own_command
+        assert held == {"pid": os.getpid(), **process_identity(os.getpid()), "folder": str(tmp_path)}
+        assert held["start"] and held["command"]
     assert "taking over a stale lock" in caplog.text
     assert not (tmp_path / "run.lock").exists()
 
