@@ -11,7 +11,6 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm would f
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-import common.instantiate  # noqa: E402,F401 - registers the resolvers before configs resolve
 from runners.dispatch import dispatch  # noqa: E402
 
 
@@ -22,14 +21,13 @@ def main(cfg: DictConfig) -> float | None:
 
 
 def cli() -> None:
-    """`python main.py` with `sys.argv`: a dead stage parameter is refused in one line before Hydra runs, and a
-    command line Hydra cannot compose (a mistyped key, group or option) is one line naming the closest valid one."""
+    """`python main.py` with `sys.argv`: a command line Hydra cannot compose (a mistyped key, group or option, a
+    parameter of a stage implementation not in use) is one line naming the closest valid one (common/overrides.py)."""
     from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
 
-    from common.overrides import config_mistake, dead_stage_key, too_deeply_nested
+    from common.overrides import config_mistake, too_deeply_nested
 
-    # a value nested too deeply to parse, or a parameter of a stage implementation that is not in use
-    refusal = too_deeply_nested(sys.argv[1:]) or dead_stage_key(sys.argv[1:])
+    refusal = too_deeply_nested(sys.argv[1:])  # Hydra's parser would recurse past Python's limit
     if refusal:
         print(f"error: {refusal}", file=sys.stderr)
         raise SystemExit(2)

@@ -318,14 +318,14 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     from hydra.utils import instantiate
 
-    from common.config_groups import compose_config, option_of
+    from common.config_groups import choice, compose_config
     from common.resources import Resources
 
     # the check of a run with an LM (the default run's extractive answer quotes the note and has none)
     base = ["program=archehr", "stages=lm", *([f"program/archehr/grounding={args.grounding}"] if args.grounding else []),
             *args.override]
     cfg = compose_config(*base)
-    option = option_of("program/archehr/grounding", cfg.program.grounding)
+    option = choice(cfg, "program/archehr/grounding")
     embedder = instantiate(cfg.program.embedder)
     items = answers(cases, key, rng, fabrications)
     kinds = kinds_of(items)

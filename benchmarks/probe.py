@@ -716,11 +716,11 @@ def cli_probes(report: Report, files: Files, only: Callable[[str, str], bool]) -
     refused("8", "hydra.sweep.dir under a file (-m)", "-m", "data.limit=1", f"hydra.sweep.dir={a_file / 'm'}",
             says="is a file, not a folder")
     refused("r3", "hydra.run.dir naming an existing file", "data.limit=1", f"hydra.run.dir={a_file}", says=str(a_file))
-    for override, says in (("run.ray.num_workers=abc", "run.ray.num_workers must be an integer >= 1, not 'abc'"),
-                           ("run.ray.num_workers=0", "run.ray.num_workers must be an integer >= 1, not 0"),
-                           ("run.ray.cpus_per_worker=abc", "run.ray.cpus_per_worker must be a number of CPUs > 0"),
-                           ("run.ray.object_store_mb=abc", "run.ray.object_store_mb must be an integer >= 75")):
-        refused("8", override, "data.limit=1", "run.executor=ray", override, says=f"error: {says}")
+    for override, says in (("executor.num_workers=abc", "executor.num_workers must be an integer >= 1, not 'abc'"),
+                           ("executor.num_workers=0", "executor.num_workers must be an integer >= 1, not 0"),
+                           ("executor.cpus_per_worker=abc", "executor.cpus_per_worker must be a number of CPUs > 0"),
+                           ("executor.object_store_mb=abc", "executor.object_store_mb must be an integer >= 75")):
+        refused("8", override, "data.limit=1", "executor=ray", override, says=f"error: {says}")
     for override in ("program.evidence.threshold=abc", "program.evidence.min_selected=abc"):
         refused("12", override, override, says=override.split("=")[0])
     refused("12", "program.question.max_words=abc (the default question stage)", "program.question.max_words=abc",

@@ -1,4 +1,4 @@
-"""Cases per second of one run's cases: the local executor against `run.executor=ray` with 1 and 2 workers, and what
+"""Cases per second of one run's cases: the local executor against `executor=ray` with 1 and 2 workers, and what
 the Ray path costs per case.
 
     python benchmarks/ray_throughput.py                      # the non-LLM ArchEHR program, the 34 dev cases
@@ -28,7 +28,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import common.instantiate  # noqa: E402,F401 - the resolvers the configs use
 from common.config_groups import compose_config  # noqa: E402
 from runners.dspy_setup import configure_dspy  # noqa: E402
 from runners.executors.local import LocalExecutor  # noqa: E402
@@ -191,7 +190,7 @@ def main() -> None:
             print(rows[-1][0], {k: v for k, v in rows[-1][1].items() if k != "records"}, flush=True)
         torch.set_num_threads(default_threads)
     for workers in args.workers:
-        ray_cfg = compose_config(*overrides, "run.executor=ray", f"run.ray.num_workers={workers}")
+        ray_cfg = compose_config(*overrides, "executor=ray", f"executor.num_workers={workers}")
         choose_lm_or_offline(ray_cfg, contract)
         rows.append((f"ray, {workers} worker{'s' * (workers > 1)}", timed(RayExecutor(ray_cfg), todo, None, 2 * workers)))
         print(rows[-1][0], {k: v for k, v in rows[-1][1].items() if k != "records"}, flush=True)
@@ -212,7 +211,7 @@ def main() -> None:
     if args.lm != "none":
         lines.append(f"per case, over {rows[0][1]['cases']} cases ({rows[0][0]}): {per_case_usage(rows[0][1]['records'])}")
     lines.append(f"no-op actor call with one case as argument: {trip['sequential']:.2f} ms sequential, "
-                 f"{trip['two_in_flight']:.2f} ms each with two in flight (as run.executor=ray sends them)")
+                 f"{trip['two_in_flight']:.2f} ms each with two in flight (as executor=ray sends them)")
     text = "\n".join(lines) + "\n"
     print(text)
     out = RESULTS if args.lm == "none" else RESULTS.with_name(f"results_ray_throughput_{args.lm}.txt")

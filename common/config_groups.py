@@ -1,49 +1,55 @@
-"""Which option of a config group a composed node came from (for reports and one-line errors).
+"""Config groups: which option of each group a run chose, and the options a group offers (for reports and one-line
+errors).
 
-A stage implementation is a file `conf/<group>/<option>.yaml` with a `_target_`; the composed config keeps the
-node, not the option's name. The name is found again from the `_target_` (each option of a stage group has its
-own class), so a run folder's `config.json` still says `evidence=embedding` when the report is rebuilt later.
+Hydra records every group's choice in `hydra.runtime.choices` (saved in the run's `.hydra/hydra.yaml`), but the
+composed config a task gets keeps the nodes, not the option names. `runners/dispatch.py` (and `compose_config`, for
+scripts and tests) copies those choices into the config as `choices` (group -> option), so reports, the run's
+`config.json` and a report rebuilt later (`task=report`) name `evidence=embedding` as the command line chose it.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
+CHOICES = "choices"   # the config key that holds Hydra's runtime.choices of the run (its own groups, not hydra/*)
+
+
+def with_choices(cfg: DictConfig, choices: Mapping[str, Any]) -> DictConfig:
+    """`cfg` with `choices` set to Hydra's runtime choices (hydra/* left out; a null choice kept as null)."""
+    with open_dict(cfg):
+        cfg[CHOICES] = {str(k): (None if v is None else str(v)) for k, v in choices.items()
+                        if not str(k).startswith("hydra/")}
+    return cfg
 
 
 def compose_config(*overrides: str) -> DictConfig:
-    """conf/ composed as `python main.py <overrides>` would (for scripts, benchmarks, notebooks, tests)."""
+    """conf/ composed as `python main.py <overrides>` would, with its `choices` (for scripts, benchmarks, tests)."""
     from hydra import compose, initialize_config_dir
 
-    import common.instantiate  # noqa: F401 - clinprog's resolvers
-
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+        cfg = compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+    choices = dict(cfg.hydra.runtime.choices)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return with_choices(cfg, choices)
 
 
-@lru_cache(maxsize=64)
-def options(group: str) -> dict[str, str]:
-    """{option: _target_} of the files in conf/<group>/ (options without a top-level _target_ map to '')."""
+def choice(cfg: Any, group: str) -> str | None:
+    """The option the run chose for `group` (a path under conf/, e.g. `program/archehr/evidence`); None when the
+    config holds no choices (a config written by hand) or the group was not chosen."""
+    choices = cfg.get(CHOICES) if hasattr(cfg, "get") else None
+    if not choices:
+        return None
+    found = choices.get(group)
+    return None if found is None else str(found)
+
+
+def options(group: str) -> list[str]:
+    """The options of `group`: the YAML files in conf/<group>/ (sorted names, without .yaml)."""
     folder = CONF / group
-    out: dict[str, str] = {}
-    for path in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))  # the option's own file, as Hydra reads it
-        out[path.stem] = str(data.get("_target_") or "") if isinstance(data, dict) else ""
-    return out
-
-
-def option_of(group: str, node: Any) -> str:
-    """The option of `group` whose `_target_` the node has ('none' for an empty node; else the class name)."""
-    target = (node or {}).get("_target_") if hasattr(node, "get") else None
-    if not target:
-        return "none"
-    for name, option_target in options(group).items():
-        if option_target == target:
-            return name
-    return str(target).rsplit(".", 1)[-1]
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []

@@ -1,30 +1,26 @@
-"""Refuse, in one line, a command-line parameter of a stage implementation that is not in use.
+"""One line for a command line Hydra cannot compose, instead of Hydra's multi-line message.
 
-`program.evidence.strict_threshold=5` with the default (embedding) evidence stage would otherwise end in Hydra's
-multi-line "not in struct" error that suggests `+program.evidence...`, which would only move the problem. Stage
-implementations are config groups whose files hold only their own parameters, so a key that is not in the chosen
-file belongs to another implementation (or to none): say which, and how to switch.
+Hydra refuses `program.evidence.strict_threshold=5` with the default (learned) evidence stage with a "not in struct"
+error that suggests `+program.evidence...`, which would only move the problem. Stage implementations are config
+groups whose files hold only their own parameters, so a key that is not in the chosen file belongs to another
+implementation (or to none): the line says which, and how to switch. The chosen option is Hydra's own record of the
+run's choices (`common/config_groups.py`); the rest of the command line is composed only on this error path.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import yaml
+from omegaconf import DictConfig
 
-from common.config_groups import compose_config, options
-
-CONF = Path(__file__).resolve().parents[1] / "conf"
-
-
-def _stage_groups(stage: str) -> list[Path]:
-    return sorted(p for p in (CONF / "program").glob(f"*/{stage}") if p.is_dir())
+from common.config_groups import CONF, choice, compose_config, options
 
 
-def _option_keys(folder: Path) -> dict[str, set[str]]:
+def _option_keys(group: str) -> dict[str, set[str]]:
+    """{option: its parameters} of conf/<group>/ (each option file's own top-level keys)."""
     out = {}
-    for path in sorted(folder.glob("*.yaml")):
+    for path in sorted((CONF / group).glob("*.yaml")):
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         out[path.stem] = {k for k in data if not str(k).startswith("_") and k != "defaults"}
     return out
@@ -50,40 +46,24 @@ def too_deeply_nested(argv: list[str]) -> str | None:
     return None
 
 
-def dead_stage_key(argv: list[str]) -> str | None:
-    """The refusal line for the first `program.<stage>.<param>=...` override whose stage implementation (after the
-    command line's group choices) has no such parameter; None when there is none (or the config does not compose:
-    Hydra then reports that itself)."""
-    params = [a for a in argv if not a.startswith("-") and "=" in a and a.split("=", 1)[0].lstrip("+~").count(".") >= 2
-              and a.lstrip("+~").startswith("program.")]
-    if not params:
+def dead_stage_key(key: str, cfg: DictConfig) -> str | None:
+    """The refusal line for `program.<stage>.<param>` (a key Hydra could not set) when the stage implementation `cfg`
+    chose has no such parameter; None when `key` is not a stage parameter of `cfg`'s program."""
+    parts = key.lstrip("+~").split(".")
+    if len(parts) < 3 or parts[0] != "program":
         return None
-    others = [a for a in argv if a not in params and not a.startswith("-") and "=" in a
-              and not a.startswith(("hydra.", "hydra/"))]
-    try:
-        cfg = compose_config(*others)
-    except Exception:  # noqa: BLE001 - Hydra reports a config that does not compose
+    stage, name = parts[1], parts[2]
+    node: Any = cfg.program.get(stage)
+    group = f"program/{cfg.program.name}/{stage}"
+    current = choice(cfg, group)
+    if not hasattr(node, "get") or not node.get("_target_") or name in node or current is None:
         return None
-    for arg in params:
-        key = arg.split("=", 1)[0].lstrip("+~")
-        _, stage, name = key.split(".", 2)
-        name = name.split(".", 1)[0]
-        node: Any = cfg.program.get(stage)
-        if not hasattr(node, "get") or not node.get("_target_") or name in node:
-            continue
-        # the stage's group and the option in use: the one whose _target_ the composed node has
-        found = [(g.relative_to(CONF).as_posix(), o) for g in _stage_groups(stage)
-                 for o, target in options(g.relative_to(CONF).as_posix()).items() if target == node._target_]
-        if not found:
-            continue
-        rel, current = found[0]
-        options_keys = _option_keys(CONF / rel)
-        having = [o for o, keys in options_keys.items() if name in keys]
-        switch = (f"it belongs to {', '.join(having)}: add {rel}={having[0]}" if having
-                  else f"no implementation of {stage} has it")
-        return (f"{key}: not a parameter of the {stage} stage in use ({rel}={current}, parameters: "
-                f"{', '.join(sorted(options_keys.get(current, set())))}); {switch}")
-    return None
+    option_keys = _option_keys(group)
+    having = [o for o, keys in option_keys.items() if name in keys]
+    switch = (f"it belongs to {', '.join(having)}: add {group}={having[0]}" if having
+              else f"no implementation of {stage} has it")
+    return (f"{key}: not a parameter of the {stage} stage in use ({group}={current}, parameters: "
+            f"{', '.join(sorted(option_keys.get(current, set())))}); {switch}")
 
 
 def _close(word: str, choices: list[str]) -> str | None:
@@ -93,14 +73,21 @@ def _close(word: str, choices: list[str]) -> str | None:
     return found[0] if found else None
 
 
-def _key_suggestion(key: str, argv: list[str]) -> str:
-    """`did you mean <the closest valid key>?` for a dotted key the config does not have ('' when none is close)."""
+def _without(key: str, argv: list[str]) -> DictConfig | None:
+    """The command line composed without `key`'s override (None when the rest does not compose either)."""
     others = [a for a in argv if "=" in a and not a.startswith("-") and a.split("=", 1)[0].lstrip("+~") != key
               and not a.startswith(("hydra.", "hydra/"))]
     try:
-        node: Any = compose_config(*others)
+        return compose_config(*others)
     except Exception:  # noqa: BLE001 - the rest of the line does not compose either: no suggestion
+        return None
+
+
+def _key_suggestion(key: str, cfg: DictConfig | None) -> str:
+    """`did you mean <the closest valid key>?` for a dotted key the config does not have ('' when none is close)."""
+    if cfg is None:
         return ""
+    node: Any = cfg
     done: list[str] = []
     parts = key.split(".")
     for i, part in enumerate(parts):
@@ -124,7 +111,7 @@ def config_mistake(argv: list[str], exc: Exception) -> str:
     missing = re.search(r"Could not find '([^']+)'", text)
     if missing:  # lm=gemeni: an option that is not a file of its group
         group, _, option = missing[1].rpartition("/")
-        names = sorted(options(group)) if group else []
+        names = options(group) if group else []
         close = _close(option, names)
         hint = f"did you mean {group}={close}? " if close else ""
         return f"{group}={option}: conf/{group}/ has no {option}.yaml; {hint}options: {', '.join(names) or 'none'}"
@@ -137,6 +124,12 @@ def config_mistake(argv: list[str], exc: Exception) -> str:
             close = _close(name, groups)
             return f"{key}: no such config group" + (f"; did you mean {parent}/{close}?" if close else
                                                         f"; {parent}/ has: {', '.join(groups) or 'none'}")
-        return f"{key}: no such key in the config{_key_suggestion(key, argv)}"
+        rest = _without(key, argv)
+        dead = dead_stage_key(key, rest) if rest is not None else None
+        group = key.rpartition(".")[2]
+        if not dead and "." in key and (CONF / group).is_dir():  # run.executor=ray: now a group of its own
+            value = next((a.split("=", 1)[1] for a in argv if a.split("=", 1)[0].lstrip("+~") == key), "")
+            return f"{key}: no such key in the config; {group} is a config group: {group}={value or '<option>'}"
+        return dead or f"{key}: no such key in the config{_key_suggestion(key, rest)}"
     first = text.splitlines()[0] if text else type(exc).__name__
     return f"cannot read the command line: {first}"

@@ -308,7 +308,8 @@ class RunFolderCallback(Callback):
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         folder = Path(str(config.hydra.run.dir))
-        clash = shard_folder_clash(folder, config.get("dirs")) if config.get("task") == "merge" else None
+        merging = config.hydra.runtime.choices.get("task") == "merge"
+        clash = shard_folder_clash(folder, config.get("dirs")) if merging else None
         if clash:  # before Hydra writes its .hydra files and main.log into that shard
             print(f"error: {clash}", file=sys.stderr)
             raise SystemExit(2)

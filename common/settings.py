@@ -1,10 +1,11 @@
 """Typed schemas of the config's user-settable numbers: each section is validated here, at one place, before any
 task runs (runners/dispatch.py), so a value that cannot work is one `error:` line naming the key, never a traceback
-deep in a run nor a silent fallback (`run.ray.num_workers=0` once ran 2 workers).
+deep in a run nor a silent fallback (`executor.num_workers=0` once ran 2 workers).
 
-A section's schema lists every key of that section in conf/config.yaml (a new knob is added to both: a test checks
-that the schema's defaults are the YAML's); a schema rejects a key it does not know. The code that uses a section
-reads it through its schema (`serve_settings(cfg)`, `ray_settings(cfg)`), never the raw config.
+A section's schema lists every key of that section in its YAML (conf/config.yaml, conf/executor/<option>.yaml; a new
+knob is added to both: a test checks that the schema's defaults are the YAML's); a schema rejects a key it does not
+know. The code that uses a section reads it through its schema (`serve_settings(cfg)`, `executor_settings(cfg)`),
+never the raw config.
 """
 
 from __future__ import annotations
@@ -47,8 +48,14 @@ class ServeSettings(BaseModel):
     keep_alive_s: float = _seconds(default=5.0)
 
 
+class LocalSettings(BaseModel):
+    """`executor=local` has no settings (runners/executors/local.py)."""
+
+    model_config = STRICT
+
+
 class RaySettings(BaseModel):
-    """`run.ray.*` (run.executor=ray; runners/executors/ray_executor.py)."""
+    """`executor.*` of `executor=ray` (runners/executors/ray_executor.py)."""
 
     model_config = STRICT
     address: str | None = Field(None, description="null, auto, host:port or ray://host:port")
@@ -57,7 +64,13 @@ class RaySettings(BaseModel):
     object_store_mb: int = _int(75, default=200)   # Ray refuses a store under 75 MB
 
 
-SECTIONS: dict[str, type[BaseModel]] = {"serve": ServeSettings, "run.ray": RaySettings}
+SECTIONS: dict[str, type[BaseModel]] = {"serve": ServeSettings}
+# the executor group's options (conf/executor/<option>.yaml), by their _target_; an executor of the user's own (a
+# _target_ not listed here) takes its settings as its own constructor checks them
+EXECUTORS: dict[str, tuple[str, type[BaseModel]]] = {
+    "runners.executors.local.LocalExecutor": ("local", LocalSettings),
+    "runners.executors.ray_executor.RayExecutor": ("ray", RaySettings),
+}
 
 
 def _node(cfg: DictConfig | dict[str, Any], key: str) -> Any:
@@ -73,17 +86,18 @@ def _plain(node: Any) -> Any:
     return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
 
 
-def settings(cfg: DictConfig | dict[str, Any], key: str) -> Any:
-    """Section `key` of `cfg` through its schema (its defaults where the section is absent); a value that cannot
-    work is a ConfigError naming `key.field`, what it must be and what it was."""
-    schema = SECTIONS[key]
+def settings(cfg: DictConfig | dict[str, Any], key: str, schema: type[BaseModel] | None = None) -> Any:
+    """Section `key` of `cfg` through its schema (SECTIONS[key] unless given; its defaults where the section is
+    absent; a `_target_` is not a setting); a value that cannot work is a ConfigError naming `key.field`, what it must
+    be and what it was."""
+    schema = schema or SECTIONS[key]
     node = _plain(_node(cfg, key))
     if node is None:
         node = {}
     if not isinstance(node, dict):
         raise ConfigError(f"{key} must be a mapping of its settings, not {node!r}")
     try:
-        return schema(**{str(k): v for k, v in node.items()})
+        return schema(**{str(k): v for k, v in node.items() if k != "_target_"})
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"])
@@ -99,8 +113,22 @@ def serve_settings(cfg: DictConfig | dict[str, Any]) -> ServeSettings:
     return settings(cfg, "serve")
 
 
-def ray_settings(cfg: DictConfig | dict[str, Any]) -> RaySettings:
-    return settings(cfg, "run.ray")
+def executor_target(cfg: DictConfig | dict[str, Any]) -> str:
+    """The `_target_` of the chosen executor (conf/executor/; the local one when the config has none)."""
+    node = _node(cfg, "executor")
+    target = node.get("_target_") if hasattr(node, "get") else None
+    if node is not None and not target:
+        raise ConfigError(f"executor must be a config with a _target_ (executor=local | ray), not {_plain(node)!r}")
+    return str(target or "runners.executors.local.LocalExecutor")
+
+
+def executor_settings(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:
+    """The chosen executor's settings (`executor.*` without `_target_`), through its schema when it is one of ours."""
+    known = EXECUTORS.get(executor_target(cfg))
+    if known:
+        return settings(cfg, "executor", known[1]).model_dump()
+    node = _plain(_node(cfg, "executor")) or {}
+    return {str(k): v for k, v in node.items() if k != "_target_"}
 
 
 def validate(cfg: DictConfig) -> None:
@@ -108,3 +136,5 @@ def validate(cfg: DictConfig) -> None:
     for key in SECTIONS:
         if _node(cfg, key) is not None:
             settings(cfg, key)
+    if _node(cfg, "executor") is not None:
+        executor_settings(cfg)

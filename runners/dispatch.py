@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 from hydra.utils import get_method
 from omegaconf import DictConfig
@@ -14,22 +15,41 @@ from omegaconf import DictConfig
 from common.errors import ClinprogError
 
 
+def record_choices(cfg: DictConfig) -> None:
+    """Copy Hydra's runtime choices (group -> option) into `cfg.choices`: reports and the run's config.json name the
+    options the command line chose (common/config_groups.py). Outside `@hydra.main` (a caller's own compose) the
+    config keeps what it has."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from common.config_groups import with_choices
+
+    if HydraConfig.initialized():
+        with_choices(cfg, HydraConfig.get().runtime.choices)
+
+
+def task_function(cfg: DictConfig) -> Callable[[DictConfig], float | None]:
+    """The function the `task` group's choice names (conf/task/<name>.yaml `_target_`), called with the whole config."""
+    node = cfg.get("task")
+    path = node.get("_target_") if hasattr(node, "get") else None
+    if not path:
+        raise ClinprogError(f"task must be a config with a _target_ (task=run | evaluate | compile | ...), not {node!r}")
+    try:
+        return get_method(str(path))
+    except Exception as exc:  # noqa: BLE001 - a task path edited to something that is not a function
+        raise ClinprogError(f"task._target_={path}: not a function clinprog can import ({exc})") from None
+
+
 def dispatch(cfg: DictConfig) -> float | None:
-    """Run `cfg.task`; a `ClinprogError` becomes one `error:` line on stderr (and in the run folder), exit code 2."""
+    """Run the chosen task; a `ClinprogError` becomes one `error:` line on stderr (and in the run folder), exit code 2."""
     from common.logs import quiet_third_party
 
     quiet_third_party(bool(cfg.get("verbose")))
+    record_choices(cfg)
     try:
         from common.settings import validate
 
-        validate(cfg)  # every schema'd section (serve.*, run.ray.*), before any task runs
-        path = (cfg.get("tasks") or {}).get(str(cfg.task))
-        if not path:
-            raise ClinprogError(f"unknown task={cfg.task}: choose one of {list(cfg.get('tasks') or {})}")
-        try:
-            task = get_method(str(path))
-        except Exception as exc:  # noqa: BLE001 - a task path edited to something that is not a function
-            raise ClinprogError(f"tasks.{cfg.task}={path}: not a function clinprog can import ({exc})") from None
+        validate(cfg)  # every schema'd section (serve.*, executor.*), before any task runs
+        task = task_function(cfg)
         from common.outputs import output_dir
         from common.tracking import tracked
 

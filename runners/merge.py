@@ -19,7 +19,6 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-import common.instantiate  # noqa: F401 - registers the resolvers a program config may name
 from common import json_input
 from common.errors import ClinprogError, ConfigError
 from common.logs import printable

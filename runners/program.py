@@ -140,7 +140,7 @@ def run(cfg: DictConfig) -> float | None:
             done = run_resumable(inputs.items, contract.item_id, predict, predictions,
                                  num_threads=int(cfg.lm.get("num_threads", 1)) if roles else 1,
                                  progress=cfg.progress, unit=contract.unit,
-                                 executor=executor_for(cfg, contract.unit))   # run.executor: local | ray (runners/executors/)
+                                 executor=executor_for(cfg, contract.unit))   # executor=local | ray (runners/executors/)
         except Interrupted as exc:
             line = f"interrupted: {exc.saved} {contract.unit}s saved in {out}; rerun the same command to resume"
             print(line, file=sys.stderr)

@@ -9,7 +9,6 @@ import dspy
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-import common.instantiate  # noqa: F401 - clinprog's resolvers
 from common.config_groups import compose_config
 from common.contract import contract_for
 from common.program_state import load_module_state

@@ -119,7 +119,6 @@ def compositions(overrides: list[str], multirun: bool) -> list[list[str]]:
 def compose_as_written(overrides: list[str], stubs: str) -> None:
     from hydra import compose, initialize_config_dir
 
-    import common.instantiate  # noqa: F401 - clinprog's resolvers
 
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         compose(config_name="config", overrides=[*overrides, stubs], return_hydra_config=True)

@@ -29,7 +29,7 @@ HINT = re.compile(r"(?<![\w.\-/$\[{])([a-z_][a-z_0-9]*(?:\.[a-z_][a-z_0-9]*)*)=(
 GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir())
 # Contexts in which a key may exist: a key of lm=gemini only needs to exist with lm=gemini.
 CONTEXT_GROUPS = {"retriever": ["weaviate", "weaviate_cluster"], "reranker": ["medcpt"], "tracking": ["mlflow"],
-                  "optimizer": ["bootstrap", "mipro", "gepa"],
+                  "optimizer": ["bootstrap", "mipro", "gepa"], "executor": ["ray"],
                   "experiment": ["offline_best"],
                   # implementations of a stage other than the default run's (their keys exist once chosen)
                   "program/archehr/evidence": ["embedding", "embedding_likert"],
@@ -67,9 +67,6 @@ def problem(key: str, value: str) -> str | None:
         if placeholder or value in _options(key):
             return None
         return f"{key}={value}: no conf/{key}/{value}.yaml (options: {_options(key)})"
-    if key == "task" and not placeholder:
-        tasks = set(base["tasks"])
-        return None if value in tasks else f"task={value}: not a task ({sorted(tasks)})"
     if any(_has_path(c, key) for c in contexts()):
         return None
     return f"{key}: no such key in any composed config"

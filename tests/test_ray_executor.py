@@ -1,4 +1,4 @@
-"""`run.executor=ray` against a real local Ray (2 workers) with the non-LLM ArchEHR program: the same outputs as a
+"""`executor=ray` against a real local Ray (2 workers) with the non-LLM ArchEHR program: the same outputs as a
 local run, a killed driver resumes, a killed worker loses only its cases in flight, `lm.rate_limit` holds for all
 workers together (measured at a recording OpenAI-compatible server), Ctrl-C stops the cluster's work; and Hydra's
 Ray launcher for sweeps."""
@@ -20,13 +20,13 @@ from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
 
-pytest.importorskip("ray", reason='run.executor=ray needs Ray: pip install -e ".[ray]"')
+pytest.importorskip("ray", reason='executor=ray needs Ray: pip install -e ".[ray]"')
 
 DEV_CASES = ROOT / "data" / "archehr" / "dev_cases.xml"
 # the baseline question stage: where cases run is the point here, and each Ray worker builds its own program
 ARGS = ("program=archehr", "program/archehr/question=baseline", f"data.cases={DEV_CASES}", "metrics.bertscore=null",
         "progress=false")
-RAY = ("run.executor=ray", "run.ray.num_workers=2")
+RAY = ("executor=ray", "executor.num_workers=2")
 SUBMISSIONS = [f"submission_subtask_{i}.json" for i in (1, 2, 3, 4)]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
 
@@ -107,7 +107,7 @@ def test_a_killed_driver_leaves_a_run_that_resumes_on_ray_as_a_local_run_would(l
     # the resumed Ray run writes what a local run writes and says where it ran
     assert_same_outputs(folder, local_run)
     assert (folder / "fingerprint.json").read_text() == (local_run / "fingerprint.json").read_text()
-    assert "run.executor=ray: 2 workers x 1 thread(s) on a local Ray started for this run (2 CPUs, " in log
+    assert "executor=ray: 2 workers x 1 thread(s) on a local Ray started for this run (2 CPUs, " in log
     pids = worker_pids(folder)[-2:]  # the resumed run's two workers (the killed run's are logged before them)
     assert len(set(pids)) == 2 and os.getpid() not in pids
     wait_for(lambda: not any(alive(pid) for pid in pids), timeout=30, what="the local Ray to stop with the run")

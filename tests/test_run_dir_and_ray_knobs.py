@@ -1,8 +1,7 @@
-"""A run folder that cannot be one (under a file, under /proc) and run.ray.* values that cannot work: one `error:`
+"""A run folder that cannot be one (under a file, under /proc) and executor.* values that cannot work: one `error:`
 line each and exit code 2, before anything runs (no traceback, no silent default: num_workers=0 once ran 2)."""
 
 import pytest
-from omegaconf import OmegaConf
 
 from runners.executors.ray_executor import ray_settings
 from tests.cli import run_main
@@ -42,21 +41,20 @@ def test_a_sweep_folder_under_a_file_is_one_error_line(tmp_path):
 
 
 @pytest.mark.parametrize(("override", "says"), [
-    ("run.ray.num_workers=abc", "run.ray.num_workers must be an integer >= 1, not 'abc'"),
-    ("run.ray.num_workers=0", "run.ray.num_workers must be an integer >= 1, not 0"),
-    ("run.ray.num_workers=1.5", "run.ray.num_workers must be an integer >= 1, not 1.5"),
-    ("run.ray.cpus_per_worker=abc", "run.ray.cpus_per_worker must be a number of CPUs > 0, not 'abc'"),
-    ("run.ray.cpus_per_worker=0", "run.ray.cpus_per_worker must be a number of CPUs > 0, not 0"),
-    ("run.ray.object_store_mb=abc", "run.ray.object_store_mb must be an integer >= 75, not 'abc'"),
-    ("run.ray.object_store_mb=10", "run.ray.object_store_mb must be an integer >= 75, not 10"),
+    ("executor.num_workers=abc", "executor.num_workers must be an integer >= 1, not 'abc'"),
+    ("executor.num_workers=0", "executor.num_workers must be an integer >= 1, not 0"),
+    ("executor.num_workers=1.5", "executor.num_workers must be an integer >= 1, not 1.5"),
+    ("executor.cpus_per_worker=abc", "executor.cpus_per_worker must be a number of CPUs > 0, not 'abc'"),
+    ("executor.cpus_per_worker=0", "executor.cpus_per_worker must be a number of CPUs > 0, not 0"),
+    ("executor.object_store_mb=abc", "executor.object_store_mb must be an integer >= 75, not 'abc'"),
+    ("executor.object_store_mb=10", "executor.object_store_mb must be an integer >= 75, not 10"),
 ])
 def test_a_ray_setting_that_cannot_work_is_one_error_line(tmp_path, override, says):
-    line = one_error(run_main(*ARGS, "run.executor=ray", override, f"hydra.run.dir={tmp_path / 'run'}", quiet=True))
+    line = one_error(run_main(*ARGS, "executor=ray", override, f"hydra.run.dir={tmp_path / 'run'}", quiet=True))
     assert line == f"error: {says}"
     assert not (tmp_path / "run" / "predictions.jsonl").exists()
 
 
 def test_valid_ray_settings_are_used_as_given():
-    cfg = OmegaConf.create({"run": {"ray": {"address": None, "num_workers": 3, "cpus_per_worker": 0.5,
-                                            "object_store_mb": 100}}})
-    assert ray_settings(cfg) == {"address": None, "num_workers": 3, "cpus_per_worker": 0.5, "object_store_mb": 100}
+    given = {"address": None, "num_workers": 3, "cpus_per_worker": 0.5, "object_store_mb": 100}
+    assert ray_settings(**given) == given

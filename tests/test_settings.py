@@ -5,7 +5,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from common.errors import ConfigError
-from common.settings import SECTIONS, settings
+from common.settings import EXECUTORS, SECTIONS, settings
 from tests.cli import run_main
 from tests.conftest import ROOT
 
@@ -17,6 +17,14 @@ def test_each_schema_holds_every_key_of_its_section_with_the_yaml_default(key):
     yaml = OmegaConf.select(OmegaConf.load(ROOT / "conf" / "config.yaml"), key)
     defaults = SECTIONS[key]().model_dump()
     assert defaults == OmegaConf.to_container(yaml), f"{key}: conf/config.yaml and common/settings.py differ"
+
+
+@pytest.mark.parametrize("target", sorted(EXECUTORS))
+def test_each_executor_option_holds_its_schema_keys_with_the_yaml_defaults(target):
+    option, schema = EXECUTORS[target]
+    yaml = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "executor" / f"{option}.yaml"))
+    assert yaml.pop("_target_") == target
+    assert schema().model_dump() == yaml, f"conf/executor/{option}.yaml and common/settings.py differ"
 
 
 @pytest.mark.parametrize(("override", "says"), [

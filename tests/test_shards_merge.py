@@ -88,7 +88,7 @@ def test_two_merged_shards_equal_the_unsharded_run(runs):
     assert merged == full
     assert (out / "fingerprint.json").read_text() == (folders["full"] / "fingerprint.json").read_text()
     config = json.loads((out / "config.json").read_text())
-    assert config["data"]["num_shards"] == 1 and config["data"]["shard"] == 0 and config["task"] == "run"
+    assert config["data"]["num_shards"] == 1 and config["data"]["shard"] == 0 and config["choices"]["task"] == "run"
 
 
 def test_a_gap_an_overlap_and_a_foreign_shard_are_one_error_line_each(runs):

@@ -12,7 +12,7 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig
 from pydantic import BaseModel
 
-from common.config_groups import option_of, options
+from common.config_groups import choice, options
 from common.contract import Inputs, ProgramContract
 from common.coverage import coverage, foreign
 from common.errors import ClinprogError, ConfigError
@@ -142,8 +142,10 @@ class ArchEHRContract(ProgramContract[Case]):
         return {stage: cfg.program[stage] for stage in self.roles}
 
     def stage_choices(self, cfg: DictConfig) -> dict[str, str]:
-        """{stage: the option of program/archehr/<stage> in use} (e.g. evidence: embedding)."""
-        return {stage: option_of(f"{self.stage_group}/{stage}", node) for stage, node in self.stage_nodes(cfg).items()}
+        """{stage: the option of program/archehr/<stage> the run chose} (e.g. evidence: embedding; the class name
+        where the config holds no choices, e.g. one written by hand)."""
+        return {stage: choice(cfg, f"{self.stage_group}/{stage}") or str(node._target_).rsplit(".", 1)[-1]
+                for stage, node in self.stage_nodes(cfg).items()}
 
     def lm_roles(self, cfg: DictConfig) -> list[str]:
         roles = [stage for stage, node in self.stage_nodes(cfg).items() if uses_lm(get_class(node._target_))]
@@ -184,7 +186,7 @@ class ArchEHRContract(ProgramContract[Case]):
             answer = stages["answer"]  # a dropped sentence re-applies the answer stage's own soft cut
             grounding = shared.complete(instantiate(p.grounding, _convert_="all"), "program.grounding",
                                         max_words=answer.max_words, soft_cut_ratio=answer.soft_cut_ratio)
-        program = shared.complete(instantiate(p.cascade, _convert_="all"), "program.cascade", offline_fallbacks=fallbacks,
+        program = shared.complete(instantiate(p.module, _convert_="all"), "program.module", offline_fallbacks=fallbacks,
                                   grounding=grounding, **stages)
         if p.get("compiled"):
             from common.program_state import load_compiled

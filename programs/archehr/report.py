@@ -7,7 +7,7 @@ from typing import Any
 from hydra.utils import get_class
 from omegaconf import DictConfig
 
-from common.config_groups import option_of
+from common.config_groups import choice
 from common.coverage import describe
 from common.report_text import counts
 from lms.describe import lm_model
@@ -56,10 +56,10 @@ def _fmt(v: Any) -> str:
 def stage_implementations(cfg: DictConfig) -> list[tuple[str, str]]:
     """Each stage with what ran it: `lm (<model>)` or its non-LLM implementation; the LM is named only where one ran."""
     out = []
-    given_question = bool((cfg.program.get("cascade") or {}).get("use_given_question"))
+    given_question = bool((cfg.program.get("module") or {}).get("use_given_question"))
     for stage in ROLES:
         node = cfg.program.get(stage)
-        impl = option_of(f"program/archehr/{stage}", node)
+        impl = choice(cfg, f"program/archehr/{stage}") or str(node._target_).rsplit(".", 1)[-1]
         label = f"lm ({lm_model(cfg, stage)})" if uses_lm(get_class(node._target_)) else impl
         if stage == "question" and given_question:  # ArchEHR 2025: the case's clinician question (stage 1 skipped)
             label = f"given, else {label}"

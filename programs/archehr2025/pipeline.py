@@ -28,7 +28,7 @@ class CitedAnswerCascade(ArchEHRCascade):
         if when_uncited not in ("cite_evidence", "keep"):
             from common.errors import ConfigError
 
-            raise ConfigError(f"program.cascade.when_uncited must be cite_evidence or keep, not {when_uncited!r}")
+            raise ConfigError(f"program.module.when_uncited must be cite_evidence or keep, not {when_uncited!r}")
         self.use_given_question = use_given_question
         self.when_uncited = when_uncited
 

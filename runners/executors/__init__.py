@@ -1,26 +1,30 @@
-"""Where a run's pending items run: `run.executor=local` (this process, threads for API backends) or
-`run.executor=ray` (tasks on a Ray cluster). Either way the driver appends every record to the run's one
-`predictions.jsonl` (runners/executors/resumable.py `run_resumable`), so resume, the fingerprint, the lock and every output file
-are the same whichever executor ran the items."""
+"""Where a run's pending items run: the `executor` config group (conf/executor/): `executor=local` (this process,
+threads for API backends) or `executor=ray` (tasks on a Ray cluster). Either way the driver appends every record to
+the run's one `predictions.jsonl` (runners/executors/resumable.py `run_resumable`), so resume, the fingerprint, the
+lock and every output file are the same whichever executor ran the items."""
 
 from __future__ import annotations
 
+from hydra.utils import get_class
 from omegaconf import DictConfig
 
 from common.errors import ConfigError
-from runners.executors.base import EXECUTORS, Executor, Save
+from common.settings import executor_settings, executor_target
+from runners.executors.base import Executor, Save
 
-__all__ = ["EXECUTORS", "Executor", "Save", "executor_for"]
+__all__ = ["Executor", "Save", "executor_for"]
 
-def executor_for(cfg: DictConfig, unit: str = "item") -> Executor | None:
-    """The executor `run.executor` names (None: the local one, run_resumable's default); `unit` names an item in
-    its messages ("case", "note")."""
-    run = cfg.get("run") or {}
-    name = str(run.get("executor") or "local")
-    if name not in EXECUTORS:
-        raise ConfigError(f"run.executor={name!r}: choose one of {list(EXECUTORS)}")
-    if name == "local":
-        return None
-    from runners.executors.ray_executor import RayExecutor
 
-    return RayExecutor(cfg, unit)
+def executor_for(cfg: DictConfig, unit: str = "item") -> Executor:
+    """The executor the `executor` group chose, built from its `_target_` with its checked settings, the run's config
+    (a Ray worker builds its program from it) and `unit` (how its messages name an item: "case", "note")."""
+    target = executor_target(cfg)
+    params = executor_settings(cfg)   # a value that cannot work is one error line, before any class is imported
+    try:
+        cls = get_class(target)
+    except Exception as exc:  # noqa: BLE001 - hydra says why (no such module / attribute)
+        raise ConfigError(f"executor._target_={target}: not a class clinprog can import ({exc})") from None
+    try:
+        return cls(cfg=cfg, unit=unit, **params)
+    except TypeError as exc:
+        raise ConfigError(f"executor._target_={target}: {exc}") from None

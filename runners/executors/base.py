@@ -7,10 +7,11 @@ from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
 Save = Callable[[Any, dict[str, Any]], None]
-EXECUTORS = ("local", "ray")
 
 
 class Executor(Protocol):
+    """Built by `executor_for` as `cls(cfg=<the run's config>, unit=<"case", "note", ...>, **<executor.* settings>)`."""
+
     def run(self, todo: Sequence[Any], run_one: Callable[[Any], dict[str, Any]], save: Save, num_threads: int) -> None:
         """Run every item of `todo`, calling `save(item, record)` in this process as each one finishes (any order).
         Ctrl-C stops the work and re-raises KeyboardInterrupt; an item's own error propagates unchanged."""

@@ -1,4 +1,4 @@
-"""`run.executor=local`: the items run in this process, `num_threads` at a time (API backends wait on the network)."""
+"""`executor=local`: the items run in this process, `num_threads` at a time (API backends wait on the network)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ from runners.executors.base import Save
 
 
 class LocalExecutor:
+    def __init__(self, cfg: Any = None, unit: str = "item") -> None:
+        """Nothing to set up: the driver's own predictor runs the items (the config and unit are not needed)."""
+
     def run(self, todo: Sequence[Any], run_one: Callable[[Any], dict[str, Any]], save: Save, num_threads: int) -> None:
         if num_threads <= 1:
             for item in todo:

@@ -28,7 +28,6 @@ class ProgramWorker:
             os.chdir(self._cwd)
         from omegaconf import OmegaConf
 
-        import common.instantiate  # noqa: F401 - registers the ${shared:...} resolver
         from common.contract import contract_for
         from common.logs import quiet_third_party
         from runners.executors.limits import RemoteRateLimiter

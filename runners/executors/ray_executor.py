@@ -1,9 +1,9 @@
-"""`run.executor=ray`: a run's pending items as tasks on Ray workers; the records stream back to the driver.
+"""`executor=ray`: a run's pending items as tasks on Ray workers; the records stream back to the driver.
 
-- `run.ray.address: null` starts a local Ray for this run (stopped at its end); an address joins an existing
+- `executor.address: null` starts a local Ray for this run (stopped at its end); an address joins an existing
   cluster (`auto`, `host:6379`, `ray://host:10001`) and leaves it running. main.log says which, and where each
   worker runs.
-- `run.ray.num_workers` actors each build the program once (program_worker.py) and run `lm.num_threads` items at a
+- `executor.num_workers` actors each build the program once (program_worker.py) and run `lm.num_threads` items at a
   time; each holds one more item queued so it never waits for the driver between items.
 - `lm.rate_limit` is one limiter actor for all workers (limits.py).
 - A worker that dies loses only its items in flight: they go back to the queue once and a fresh worker takes its
@@ -25,7 +25,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from common.errors import ClinprogError, ConfigError
-from common.settings import ray_settings as validated_ray_settings
+from common.settings import RaySettings, settings
 from runners.executors.base import Save
 
 log = logging.getLogger(__name__)
@@ -47,23 +47,24 @@ class Slot:
         return self.deaths <= REPLACEMENTS
 
 
-def ray_settings(cfg: DictConfig) -> dict[str, Any]:
-    """run.ray.*, validated by its schema (common/settings.py): a value that cannot work is one error line."""
-    return validated_ray_settings(cfg).model_dump()
+def ray_settings(**given: Any) -> dict[str, Any]:
+    """executor.* of executor=ray, checked by its schema (common/settings.py): a value that cannot work is one error
+    line naming the key."""
+    return settings({"executor": given}, "executor", RaySettings).model_dump()
 
 
 def import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise ConfigError('run.executor=ray needs Ray: pip install -e ".[ray]"') from None
+        raise ConfigError('executor=ray needs Ray: pip install -e ".[ray]"') from None
     return ray
 
 
 class RayExecutor:
-    def __init__(self, cfg: DictConfig, unit: str = "item") -> None:
+    def __init__(self, cfg: DictConfig, unit: str = "item", **settings: Any) -> None:
         self.unit = unit
-        self.settings = ray_settings(cfg)
+        self.settings = ray_settings(**settings)
         self.config = OmegaConf.to_container(cfg, resolve=True)  # what every worker builds from
         limits = cfg.lm.get("rate_limit") or {}
         self.limits = (limits.get("rpm"), limits.get("tpm")) if limits.get("rpm") or limits.get("tpm") else None
@@ -89,7 +90,7 @@ class RayExecutor:
             logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
             ray.init(num_cpus=cpus, include_dashboard=False, object_store_memory=s["object_store_mb"] << 20, **common)
         except ConnectionError as exc:
-            raise ConfigError(f"run.ray.address={s['address']}: cannot join a Ray cluster there ({exc})") from None
+            raise ConfigError(f"executor.address={s['address']}: cannot join a Ray cluster there ({exc})") from None
         self.where = f"a local Ray started for this run ({cpus} CPUs, {ray.get_runtime_context().gcs_address})"
         return True
 
@@ -112,11 +113,11 @@ class RayExecutor:
         except ray.exceptions.RayTaskError as exc:  # the build failed: the same one line a local run gives
             raise _cause(exc) from None
         except ray.exceptions.RayActorError as exc:
-            raise ClinprogError(f"run.executor=ray: a worker could not start ({_first_line(exc)})") from None
+            raise ClinprogError(f"executor=ray: a worker could not start ({_first_line(exc)})") from None
         for slot, place in zip(slots, places, strict=True):
             slot.where = _where(place)
         limit = f"; lm.rate_limit rpm={self.limits[0]} tpm={self.limits[1]} shared by all workers" if self.limits else ""
-        log.info("run.executor=ray: %d workers x %d thread(s) on %s%s", len(slots), max(1, num_threads), self.where,
+        log.info("executor=ray: %d workers x %d thread(s) on %s%s", len(slots), max(1, num_threads), self.where,
                  limit)
         for slot in slots:
             log.info("ray worker %d: %s", slot.index, slot.where)
@@ -188,7 +189,7 @@ class RayExecutor:
         if lost or queue:
             left = len(lost) + len(queue)
             why = "every Ray worker died" if queue else "their Ray workers died twice"
-            raise ClinprogError(f"run.executor=ray: {left} {self.unit}s were not run ({why}); the records saved so far are "
+            raise ClinprogError(f"executor=ray: {left} {self.unit}s were not run ({why}); the records saved so far are "
                                 "kept: rerun the same command to resume them")
 
     @staticmethod
