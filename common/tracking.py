@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -124,8 +125,10 @@ def _mlflow_run(cfg: DictConfig, out: Path, uri: str, artifact_location: str, na
     with mlflow.start_run(experiment_id=experiment_id, run_name=f"{cfg.program.name} {task} {out.name}",
                           tags={**tags, "task": task, "program": str(cfg.program.name)}) as run:
         params = flatten(OmegaConf.to_container(cfg, resolve=True))
-        mlflow.log_params({k: (json.dumps(v) if isinstance(v, list) else str(v))[:500] for k, v in params.items()
-                           if not k.startswith("hydra")})
+        # MLflow names allow only alphanumerics, _ - . space : / (a Hydra choice key such as
+        # choices.program/archehr/stages@archehr.stages holds an @)
+        mlflow.log_params({re.sub(r"[^\w\-. :/]", ":", k): (json.dumps(v) if isinstance(v, list) else str(v))[:500]
+                           for k, v in params.items() if not k.startswith("hydra")})
         try:
             yield
         finally:

@@ -46,17 +46,34 @@ def bundled_cases():
 TIERS = ("unit", "integration", "lm")
 
 
+# The whole suite runs in one pytest session on the CPUs' xdist workers, one module per worker at a time
+# (`--dist loadfile`): the modules of the process tiers start first, so that the many short unit modules fill the
+# cores while the long ones (Ray, the embedded LM, Ctrl-C) run, instead of one long module running alone at the end.
+START_FIRST = {"lm": 1, "integration": 1, "unit": 2}
+# the longest modules of all, longest first (measured with --durations, benchmarks/README.md): the Ray module alone
+# is ~140 s on a loaded worker; started late, it ran alone at the end of the session
+LONGEST = ("tests.test_ray_executor", "tests.test_embedded_lm", "tests.test_lm_server", "tests.test_tracking_launchers",
+           "tests.test_run_folder_restart", "tests.test_index_faults")
+
+
 def pytest_collection_modifyitems(config, items):
-    unmarked = set()
+    unmarked, tier_of = set(), {}
     for item in items:
         tiers = {mark.name for mark in item.iter_markers() if mark.name in TIERS}
         if len(tiers) != 1:
             unmarked.add(f"{item.module.__name__}: {sorted(tiers) or 'no tier'}")
-        elif tiers == {"lm"}:
+            continue
+        tier_of[item.nodeid] = next(iter(tiers))
+        if tiers == {"lm"}:
             item.add_marker(pytest.mark.slow)  # the slow tier of earlier releases: -m slow still selects it
     if unmarked:
         raise pytest.UsageError("each test module needs exactly one tier: pytestmark = pytest.mark.unit | "
                                 f"integration | lm; {'; '.join(sorted(unmarked))}")
+    def start(item: pytest.Item) -> tuple[int, int]:
+        name = item.module.__name__
+        return (LONGEST.index(name), 0) if name in LONGEST else (len(LONGEST), START_FIRST[tier_of[item.nodeid]])
+
+    items.sort(key=start)  # stable: a module's tests keep their order
 
 
 @pytest.fixture(scope="session")

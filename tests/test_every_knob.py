@@ -253,7 +253,7 @@ def _search(search: str) -> tuple[list[str], dict[str, list]]:
 @pytest.mark.parametrize("search", SEARCHES)
 def test_each_swept_parameter_is_a_parameter_of_the_implementation_the_search_selects(search):
     overrides, params = _search(search)
-    for key, values in params.items():
+    for key in params:
         cfg = config("program=archehr", *overrides)
         assert dead_stage_key(key, cfg) is None, f"{search}: {key}"
         assert OmegaConf.select(cfg, key, default="missing") != "missing", f"{search} sweeps {key}: not in its config"

@@ -139,15 +139,27 @@ def test_a_lock_no_run_of_this_folder_holds_is_taken_over(tmp_path, caplog, lock
 
 
 @pytest.fixture
-def slow_lm():
-    """An LM server taking 0.3 s a call, for the question stage only: a run of 12 dev cases lasts >= 3.6 s on any
-    machine after its first record, so an interrupt or a second run always finds the first one running (no race to
-    skip on)."""
+def gated_lm():
+    """An LM server for the question stage only that answers the first 2 calls and holds every later one until
+    `release()` (or 300 s): a run is then always mid-run with exactly 2 cases saved when the test acts on it, on any
+    machine (no timing to race on)."""
+    import threading
+
     from tests.cli import fake_openai_server
 
-    with fake_openai_server(lambda _: json.dumps({"clinician_question": "Why was the patient admitted?"}),
-                            delay_s=0.3) as server:
-        yield (*server["overrides"], "stages=no_lm", "program/archehr/question=lm")
+    gate, calls = threading.Event(), []
+
+    def reply(_: str) -> str:
+        calls.append(1)
+        if len(calls) > 2:
+            gate.wait(timeout=300)
+        return json.dumps({"clinician_question": "Why was the patient admitted?"})
+
+    with fake_openai_server(reply) as server:
+        try:
+            yield (*server["overrides"], "stages=no_lm", "program/archehr/question=lm"), gate.set
+        finally:
+            gate.set()
 
 
 RUN_CASES = 12
@@ -160,25 +172,38 @@ def dev_run(out, lm_overrides=()):
              "metrics.bertscore=null", "progress=false", f"hydra.run.dir={out}", *lm_overrides])
 
 
-def test_ctrl_c_saves_finished_cases_in_one_line_and_the_rerun_resumes(tmp_path, slow_lm):
+def test_a_second_run_refuses_a_busy_folder_then_ctrl_c_saves_finished_cases_and_the_rerun_resumes(tmp_path, gated_lm):
+    """Two concurrent runs into one folder (the second refuses in one line and writes nothing), then Ctrl-C of the
+    first (its finished cases saved, one line), then the rerun resumes: nothing lost, nothing run twice."""
+    lm_overrides, release = gated_lm
     out = tmp_path / "run"
-    env, args = dev_run(out, slow_lm)
+    env, args = dev_run(out, lm_overrides)
     # SIGINT as a terminal delivers it, even when pytest itself runs as a background job (which ignores SIGINT)
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     predictions = out / "predictions.jsonl"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not (predictions.exists() and predictions.read_text().count("\n") >= 2):
         time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=120)
+    assert first.poll() is None, first.communicate()[1][-1500:]   # held at its third case's LM call
+
+    second = run_main(*args[2:])
+    assert second.returncode == 2, second.stderr[-1500:]
+    assert second.stderr.strip().startswith(f"error: {out} is in use by another run (PID {first.pid}: ")
+    assert second.stderr.strip().count("\n") == 0 and "delete" in second.stderr
+    assert predictions.read_text().count("\n") == 2   # the second run wrote nothing
+
+    first.send_signal(signal.SIGINT)
+    _, stderr = first.communicate(timeout=120)
+    release()
     saved = predictions.read_text().count("\n")
-    assert proc.returncode == 130, stderr[-1500:]
-    assert 2 <= saved < RUN_CASES
+    assert first.returncode == 130, stderr[-1500:]
+    assert saved == 2
     assert stderr.strip().splitlines()[-1] == (f"interrupted: {saved} cases saved in {out}; rerun the same command "
-                                                "to resume")
+                                               "to resume")
     assert "Traceback" not in stderr
     assert (out / "main.log").read_text(encoding="utf-8").splitlines()[-1] == stderr.strip().splitlines()[-1]
+
     resumed = run_main(*args[2:])
     assert resumed.returncode == 0, resumed.stderr[-1500:]
     ids = [json.loads(line)["case_id"] for line in predictions.read_text().splitlines()]
@@ -188,21 +213,3 @@ def test_ctrl_c_saves_finished_cases_in_one_line_and_the_rerun_resumes(tmp_path,
     assert "4 cases in" in smaller.stdout + smaller.stderr and "are not among this run's inputs" in (
         smaller.stdout + smaller.stderr)
     assert len(json.loads((out / "submission_subtask_1.json").read_text())) == RUN_CASES - 4
-
-
-def test_two_concurrent_runs_into_one_folder_the_second_refuses(tmp_path, slow_lm):
-    out = tmp_path / "run"
-    env, args = dev_run(out, slow_lm)
-    first = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
-    predictions = out / "predictions.jsonl"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not (predictions.exists() and predictions.stat().st_size > 0):
-        time.sleep(0.05)
-    second = run_main(*args[2:])
-    first_rc = first.wait(timeout=600)
-    assert first_rc == 0, first.stderr.read()[-1500:]
-    assert second.returncode == 2, second.stderr[-1500:]
-    assert second.stderr.strip().startswith(f"error: {out} is in use by another run (PID {first.pid}: ")
-    assert second.stderr.strip().count("\n") == 0 and "delete" in second.stderr
-    ids = [json.loads(line)["case_id"] for line in (out / "predictions.jsonl").read_text().splitlines()]
-    assert len(ids) == len(set(ids)) == RUN_CASES  # each case once: the second run did not redo any
