@@ -14,6 +14,7 @@ from retrieval.corpus import CorpusSpec
 from retrieval.ingest import ingest
 from retrieval.local import LocalIndex
 from retrieval.passage import RetrievalError
+from tests.cli import run_main
 from tests.conftest import ROOT
 from tests.retrieval_helpers import HashEmbedder
 from tests.test_retrieval import TINY
@@ -169,8 +170,7 @@ def test_sigkill_during_a_real_ingest_then_rerun_is_consistent(tmp_path):
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    rerun = subprocess.run([*args, f"hydra.run.dir={tmp_path / 'r2'}"], cwd=ROOT, env=env, capture_output=True,
-                           text=True, timeout=600)
+    rerun = run_main(*args[2:], f"hydra.run.dir={tmp_path / 'r2'}")  # the kill is the point; the rerun runs in process
     assert rerun.returncode == 0, rerun.stderr[-1500:]
     assert "index big: 1200 chunks" in rerun.stdout
     from retrieval.embed import Embedder

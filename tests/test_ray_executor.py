@@ -1,7 +1,7 @@
-"""`executor=ray` against a real local Ray (2 workers) with the non-LLM ArchEHR program: the same outputs as a
-local run, a killed driver resumes, a killed worker loses only its cases in flight, `lm.rate_limit` holds for all
-workers together (measured at a recording OpenAI-compatible server), Ctrl-C stops the cluster's work; and Hydra's
-Ray launcher for sweeps."""
+"""`executor=ray` against a real local Ray (2 workers) with the non-LLM ArchEHR program: the same outputs as a local
+run, a killed driver resumes, a killed worker (during that resumed run) loses only its cases in flight,
+`lm.rate_limit` holds for all workers together (measured at a recording OpenAI-compatible server), Ctrl-C stops the
+cluster's work; and Hydra's Ray launcher for sweeps."""
 
 import http.server
 import json
@@ -83,54 +83,53 @@ def assert_same_outputs(folder, reference):
     assert sorted(case_ids(folder)) == sorted(case_ids(reference))  # every case once
 
 
+CASES = 12  # enough that the resumed run still has cases in flight on both workers when one of them is killed
+
+
 @pytest.fixture(scope="module")
 def local_run(tmp_path_factory):
-    """The local executor's run of the first 8 dev cases: what every Ray run must equal."""
+    """The local executor's run of the first 12 dev cases: what every Ray run must equal."""
     folder = tmp_path_factory.mktemp("local") / "run"
-    proc = run_main(*ARGS, "data.limit=8", f"hydra.run.dir={folder}")  # in process: no Ray in this one
+    proc = run_main(*ARGS, f"data.limit={CASES}", f"hydra.run.dir={folder}")  # in process: no Ray in this one
     assert proc.returncode == 0, proc.stderr[-1500:]
     return folder
 
 
-def test_a_killed_driver_leaves_a_run_that_resumes_on_ray_as_a_local_run_would(local_run, tmp_path):
+def test_a_killed_driver_resumes_on_ray_and_a_killed_worker_loses_only_its_cases_in_flight(local_run, tmp_path):
+    """kill -9 of the driver, then its rerun resumes on Ray; during the rerun one worker is killed: its cases in
+    flight go back to the queue once and a fresh worker takes its place; the run writes what a local run writes."""
     folder = tmp_path / "ray"
-    driver = start("data.limit=8", *RAY, f"hydra.run.dir={folder}")
+    driver = start(f"data.limit={CASES}", *RAY, f"hydra.run.dir={folder}")
     wait_for(lambda: len(case_ids(folder)) >= 2, what="two saved cases")
     driver.kill()  # kill -9: no cleanup of any kind
     driver.communicate(timeout=60)
     saved = case_ids(folder)
-    again = main("data.limit=8", *RAY, f"hydra.run.dir={folder}")
-    assert again.returncode == 0, again.stderr[-1500:]
+
+    again = start(f"data.limit={CASES}", *RAY, f"hydra.run.dir={folder}")
+    # the rerun's two workers (the killed run's are logged before them), then one more saved case
+    pids = wait_for(lambda: len(worker_pids(folder)) >= 4 and worker_pids(folder)[-2:], what="the rerun's workers")
+    wait_for(lambda: len(case_ids(folder)) > len(saved), what="a case saved by the rerun")
+    os.kill(pids[0], signal.SIGKILL)
+    try:
+        _, stderr = again.communicate(timeout=600)
+    finally:
+        if again.poll() is None:
+            again.kill()
+    assert again.returncode == 0, stderr[-1500:]
     log = (folder / "main.log").read_text()
     assert "taking over a stale lock" in log and f"resuming: {len(saved)} cases already in" in log
     assert case_ids(folder)[: len(saved)] == saved  # the saved cases did not run again
+    assert re.search(rf"ray worker 0 \(pid {pids[0]} on .*\) died \(.*\): its items in flight go back to the queue "
+                     r"once; a fresh worker takes its place", log), log[-2000:]
+    assert re.search(r"ray worker 0 replaced: pid \d+ on ", log)
     # the resumed Ray run writes what a local run writes and says where it ran
     assert_same_outputs(folder, local_run)
     assert (folder / "fingerprint.json").read_text() == (local_run / "fingerprint.json").read_text()
     assert "executor=ray: 2 workers x 1 thread(s) on a local Ray started for this run (2 CPUs, " in log
-    pids = worker_pids(folder)[-2:]  # the resumed run's two workers (the killed run's are logged before them)
     assert len(set(pids)) == 2 and os.getpid() not in pids
-    wait_for(lambda: not any(alive(pid) for pid in pids), timeout=30, what="the local Ray to stop with the run")
-    assert "Token authentication" not in again.stderr and "Traceback" not in again.stderr
-
-
-def test_a_worker_killed_mid_run_loses_only_its_cases_in_flight(local_run, tmp_path):
-    folder = tmp_path / "ray"
-    driver = start("data.limit=8", *RAY, f"hydra.run.dir={folder}")
-    pids = wait_for(lambda: len(worker_pids(folder)) == 2 and worker_pids(folder), what="two Ray workers")
-    wait_for(lambda: len(case_ids(folder)) >= 1, what="a saved case")
-    os.kill(pids[0], signal.SIGKILL)
-    try:
-        _, stderr = driver.communicate(timeout=600)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-    assert driver.returncode == 0, stderr[-1500:]
-    log = (folder / "main.log").read_text()
-    assert re.search(rf"ray worker 0 \(pid {pids[0]} on .*\) died \(.*\): its items in flight go back to the queue "
-                     r"once; a fresh worker takes its place", log), log[-2000:]
-    assert re.search(r"ray worker 0 replaced: pid \d+ on ", log)
-    assert_same_outputs(folder, local_run)
+    survivors = [int(pid) for pid in re.findall(r"ray worker \d+ replaced: pid (\d+) ", log)] + pids[1:]
+    wait_for(lambda: not any(alive(pid) for pid in survivors), timeout=30, what="the local Ray to stop with the run")
+    assert "Token authentication" not in stderr and "Traceback" not in stderr
 
 
 class RecordingOpenAI(http.server.ThreadingHTTPServer):
