@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import dspy
@@ -94,15 +95,30 @@ def default_implementations() -> dict[str, tuple[str, list[str]]]:
 FAST_QUESTION = "program/archehr/question=baseline"
 
 
-@functools.cache
-def predictions(*overrides: str) -> list[dict]:
+def _with_question(overrides: tuple[str, ...]) -> tuple[str, ...]:
     if not any(o.startswith(("program.question.", "program/archehr/question=")) for o in overrides):
-        overrides = (FAST_QUESTION, *overrides)
+        return (FAST_QUESTION, *overrides)
+    return overrides
+
+
+@functools.cache
+def _program(*overrides: str):
     cfg = config("program=archehr", "metrics.bertscore=null", *overrides)
     contract = contract_for(cfg)
-    program = contract.build(cfg, None, embedder=shared_embedder())
-    records = [contract.predict(program, case) for case in CASES]
-    return [{k: v for k, v in r.items() if k not in VOLATILE} for r in records]
+    return contract, contract.build(cfg, None, embedder=shared_embedder())
+
+
+def each_prediction(*overrides: str) -> Iterator[dict]:
+    """The default run's record of each dev case in turn (built once per set of overrides)."""
+    contract, program = _program(*_with_question(overrides))
+    for case in CASES:
+        record = contract.predict(program, case)
+        yield {k: v for k, v in record.items() if k not in VOLATILE}
+
+
+@functools.cache
+def predictions(*overrides: str) -> list[dict]:
+    return list(each_prediction(*overrides))
 
 
 FIRST_CASES = 3
@@ -112,14 +128,28 @@ QUESTION_CASES = {"opening_weight": 6}
 
 
 @functools.cache
-def questions(*overrides: str, cases: int = FIRST_CASES) -> list[str]:
-    """The question stage's output on the first cases, alone: its output is all a question knob can change (the
-    other stages only pass it on), and the learned model's sampling is the cost of this module."""
+def _question_stage(*overrides: str):
     choice = next(o for o in overrides if o.startswith("program/archehr/question=")).split("=", 1)[1]
-    stage = archehr_stage("question", choice, *(o for o in overrides if not o.startswith("program/archehr/")))
-    return [stage(patient_narrative=case.patient_narrative,
-                  patient_question=" ".join(case.patient_question_phrases)).clinician_question
-            for case in CASES[:cases]]
+    return archehr_stage("question", choice, *(o for o in overrides if not o.startswith("program/archehr/")))
+
+
+def each_question(*overrides: str, cases: int = FIRST_CASES) -> Iterator[str]:
+    """The question stage's output on the first cases, alone, in turn: its output is all a question knob can change
+    (the other stages only pass it on), and the learned model's sampling is the cost of this module."""
+    stage = _question_stage(*overrides)
+    for case in CASES[:cases]:
+        yield stage(patient_narrative=case.patient_narrative,
+                    patient_question=" ".join(case.patient_question_phrases)).clinician_question
+
+
+@functools.cache
+def questions(*overrides: str, cases: int = FIRST_CASES) -> list[str]:
+    return list(each_question(*overrides, cases=cases))
+
+
+def any_differs(before: list, after: Iterator) -> bool:
+    """Whether a changed run's outputs differ from `before`, computed case by case up to the first difference."""
+    return any(changed != unchanged for changed, unchanged in zip(after, before, strict=True))
 
 
 @pytest.fixture
@@ -142,12 +172,12 @@ def test_each_parameter_of_the_default_run_changes_its_predictions(no_lm, impl, 
     stage = impl.split("/")[0]
     named = stage == "question" or impl not in {i for i, _ in default_implementations().values()}
     chosen = (f"program/archehr/{impl.replace('/', '=')}",) if named else ()
-    measure = (functools.partial(questions, cases=QUESTION_CASES.get(param, FIRST_CASES)) if stage == "question"
-               else predictions)
-    before = measure(*chosen)
+    cases = QUESTION_CASES.get(param, FIRST_CASES)
+    before = questions(*chosen, cases=cases) if stage == "question" else predictions(*chosen)
     value = CHANGED[(impl, param)]
-    changed = measure(*chosen, f"program.{stage}.{param}={'null' if value is None else value}")
-    assert changed != before, f"program.{stage}.{param}={value} left every prediction unchanged"
+    override = f"program.{stage}.{param}={'null' if value is None else value}"
+    after = each_question(*chosen, override, cases=cases) if stage == "question" else each_prediction(*chosen, override)
+    assert any_differs(before, after), f"program.{stage}.{param}={value} left every prediction unchanged"
 
 
 def grounding_verdicts(*overrides: str) -> list:
