@@ -1,18 +1,24 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-import dspy
-import pytest
-
-from signatures.constrained import ConstrainedJSONAdapter
-
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # xdist workers share the cores: one llama.cpp thread each (its threads spin while they wait; 2 x 2 on 2 cores
-    # ran the question-stage tests 1.7x slower)
+    # ran the question-stage tests 1.7x slower), and one torch/OpenMP thread each, set before anything imports torch
+    # (2 workers x 2 OpenMP threads on 2 cores: the same in-process runs took 80 s of wall time, 1 thread each 67 s;
+    # the processes the tests start inherit it)
     os.environ.setdefault("CLINPROG_LLAMA_THREADS", "1")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+from pathlib import Path  # noqa: E402
+
+import dspy  # noqa: E402
+import pytest  # noqa: E402
+
+from signatures.constrained import ConstrainedJSONAdapter  # noqa: E402
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED_CASES = ROOT / "data" / "archehr" / "bundled_cases.xml"
