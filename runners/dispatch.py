@@ -36,7 +36,8 @@ def task_function(cfg: DictConfig) -> Callable[[DictConfig], float | None]:
     try:
         return get_method(str(path))
     except Exception as exc:  # noqa: BLE001 - a task path edited to something that is not a function
-        raise ClinprogError(f"task._target_={path}: not a function clinprog can import ({exc})") from None
+        why = next((line.strip() for line in str(exc).splitlines() if "Error(" in line), str(exc).splitlines()[0])
+        raise ClinprogError(f"task._target_={path}: not a function clinprog can import ({why})") from None
 
 
 def dispatch(cfg: DictConfig) -> float | None:

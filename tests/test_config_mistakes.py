@@ -21,6 +21,12 @@ pytestmark = pytest.mark.unit
     (["program/archehr/evidnce=lm"],
      "error: program/archehr/evidnce: no such config group; did you mean program/archehr/evidence?"),
     (["a=b=c"], "error: cannot read the command line: mismatched input '=' expecting <EOF>"),
+    # task and executor are config groups (conf/task/, conf/executor/) whose options are _target_s
+    (["task=nope"], "error: task=nope: conf/task/ has no nope.yaml; options: compile, evaluate, index, merge, report, "
+                    "run, search, serve, sweep_report"),
+    (["run.executor=ray"], "error: run.executor: no such key in the config; executor is a config group: executor=ray"),
+    (["executor=rays"], "error: executor=rays: conf/executor/ has no rays.yaml; did you mean executor=ray? options: "
+                        "local, ray"),
 ])
 def test_a_mistyped_key_group_or_option_is_one_line_naming_the_closest(args, line, tmp_path):
     proc = run_main(*args, f"hydra.run.dir={tmp_path / 'run'}", env={"HYDRA_FULL_ERROR": None})
@@ -40,3 +46,14 @@ def test_an_override_nested_too_deeply_to_parse_is_one_line(tmp_path):
 def test_hydra_full_error_set_by_the_user_still_gives_hydras_own_error(tmp_path):
     proc = run_main("lm=gemeni", f"hydra.run.dir={tmp_path / 'run'}", env={"HYDRA_FULL_ERROR": "1"})
     assert proc.returncode == 1 and "MissingConfigException" in proc.stderr
+
+
+@pytest.mark.parametrize(("override", "line"), [
+    ("task._target_=runners.nope.run", "error: task._target_=runners.nope.run: not a function clinprog can import "
+                                       "(ModuleNotFoundError(\"No module named 'runners.nope'\"))"),
+    ("executor._target_=nope.Nope", "error: executor._target_=nope.Nope: not a class clinprog can import "
+                                    "(ModuleNotFoundError(\"No module named 'nope'\"))"),
+])
+def test_a_target_that_cannot_be_imported_is_one_line(override, line, tmp_path):
+    proc = run_main("program=archehr", "data.limit=1", override, f"hydra.run.dir={tmp_path / 'run'}", quiet=True)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [line], proc.stderr

@@ -23,7 +23,8 @@ def executor_for(cfg: DictConfig, unit: str = "item") -> Executor:
     try:
         cls = get_class(target)
     except Exception as exc:  # noqa: BLE001 - hydra says why (no such module / attribute)
-        raise ConfigError(f"executor._target_={target}: not a class clinprog can import ({exc})") from None
+        why = next((line.strip() for line in str(exc).splitlines() if "Error(" in line), str(exc).splitlines()[0])
+        raise ConfigError(f"executor._target_={target}: not a class clinprog can import ({why})") from None
     try:
         return cls(cfg=cfg, unit=unit, **params)
     except TypeError as exc:
