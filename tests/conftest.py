@@ -60,6 +60,9 @@ START_FIRST = {"lm": 1, "integration": 1, "unit": 2}
 # is ~140 s on a loaded worker; started late, it ran alone at the end of the session
 LONGEST = ("tests.test_ray_executor", "tests.test_embedded_lm", "tests.test_lm_server", "tests.test_tracking_launchers",
            "tests.test_run_folder_restart", "tests.test_index_faults")
+# the longest unit modules (20-40 s each) start before the short ones: one of them last would leave a core idle
+LONGEST_UNIT = ("tests.test_every_knob", "tests.test_doc_commands", "tests.test_cli", "tests.test_run_folder",
+                "tests.test_first_use", "tests.test_offline_learned", "tests.test_config")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -75,9 +78,12 @@ def pytest_collection_modifyitems(config, items):
     if unmarked:
         raise pytest.UsageError("each test module needs exactly one tier: pytestmark = pytest.mark.unit | "
                                 f"integration | lm; {'; '.join(sorted(unmarked))}")
-    def start(item: pytest.Item) -> tuple[int, int]:
+    def start(item: pytest.Item) -> tuple[int, int, int]:
         name = item.module.__name__
-        return (LONGEST.index(name), 0) if name in LONGEST else (len(LONGEST), START_FIRST[tier_of[item.nodeid]])
+        if name in LONGEST:
+            return LONGEST.index(name), 0, 0
+        unit_rank = LONGEST_UNIT.index(name) if name in LONGEST_UNIT else len(LONGEST_UNIT)
+        return len(LONGEST), START_FIRST[tier_of[item.nodeid]], unit_rank
 
     items.sort(key=start)  # stable: a module's tests keep their order
 
