@@ -11,3 +11,10 @@ class ConfigError(ClinprogError, ValueError):
 
 class RunFolderError(ClinprogError):
     """A run folder that cannot be resumed safely: another run holds it, or it was made by another config."""
+
+
+def import_failure(exc: BaseException) -> str:
+    """The line of Hydra's "Error loading 'x.y'" message that says why (`ModuleNotFoundError("No module named 'x'")`);
+    its first line otherwise."""
+    lines = str(exc).splitlines() or [type(exc).__name__]
+    return next((line.strip() for line in lines if "Error(" in line), lines[0])

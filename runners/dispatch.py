@@ -12,7 +12,7 @@ from collections.abc import Callable
 from hydra.utils import get_method
 from omegaconf import DictConfig
 
-from common.errors import ClinprogError
+from common.errors import ClinprogError, import_failure
 
 
 def record_choices(cfg: DictConfig) -> None:
@@ -36,8 +36,7 @@ def task_function(cfg: DictConfig) -> Callable[[DictConfig], float | None]:
     try:
         return get_method(str(path))
     except Exception as exc:  # noqa: BLE001 - a task path edited to something that is not a function
-        why = next((line.strip() for line in str(exc).splitlines() if "Error(" in line), str(exc).splitlines()[0])
-        raise ClinprogError(f"task._target_={path}: not a function clinprog can import ({why})") from None
+        raise ClinprogError(f"task._target_={path}: not a function clinprog can import ({import_failure(exc)})") from None
 
 
 def dispatch(cfg: DictConfig) -> float | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from hydra.utils import get_class
 from omegaconf import DictConfig
 
-from common.errors import ConfigError
+from common.errors import ConfigError, import_failure
 from common.settings import executor_settings, executor_target
 from runners.executors.base import Executor, Save
 
@@ -23,8 +23,7 @@ def executor_for(cfg: DictConfig, unit: str = "item") -> Executor:
     try:
         cls = get_class(target)
     except Exception as exc:  # noqa: BLE001 - hydra says why (no such module / attribute)
-        why = next((line.strip() for line in str(exc).splitlines() if "Error(" in line), str(exc).splitlines()[0])
-        raise ConfigError(f"executor._target_={target}: not a class clinprog can import ({why})") from None
+        raise ConfigError(f"executor._target_={target}: not a class clinprog can import ({import_failure(exc)})") from None
     try:
         return cls(cfg=cfg, unit=unit, **params)
     except TypeError as exc:
