@@ -49,6 +49,12 @@ def choice(cfg: Any, group: str) -> str | None:
     return None if found is None else str(found)
 
 
+def chosen_name(cfg: Any, group: str, node: Any) -> str:
+    """What to call the option of `group` that built `node`: the run's choice, else (a config without choices, e.g.
+    one written by hand) the last part of the node's `_target_`."""
+    return choice(cfg, group) or str(node.get("_target_") or "none").rsplit(".", 1)[-1]
+
+
 def options(group: str) -> list[str]:
     """The options of `group`: the YAML files in conf/<group>/ (sorted names, without .yaml)."""
     folder = CONF / group

@@ -20,7 +20,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from common.config_groups import choice
+from common.config_groups import chosen_name
 from common.errors import ConfigError
 from common.flatten import flatten
 
@@ -121,7 +121,7 @@ def _mlflow_run(cfg: DictConfig, out: Path, uri: str, artifact_location: str, na
             mlflow.dspy.autolog()
         except Exception as exc:  # the skinny package has no DSPy flavour
             log.warning("tracking.traces=true: MLflow's DSPy autologging is unavailable here (%s)", exc)
-    task = choice(cfg, "task") or str(cfg.task._target_).rsplit(".", 1)[-1]
+    task = chosen_name(cfg, "task", cfg.task)
     with mlflow.start_run(experiment_id=experiment_id, run_name=f"{cfg.program.name} {task} {out.name}",
                           tags={**tags, "task": task, "program": str(cfg.program.name)}) as run:
         params = flatten(OmegaConf.to_container(cfg, resolve=True))

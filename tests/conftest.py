@@ -53,9 +53,9 @@ TIERS = ("unit", "integration", "lm")
 
 
 # The whole suite runs in one pytest session on the CPUs' xdist workers, one module per worker at a time
-# (`--dist loadfile`): the modules of the process tiers start first, so that the many short unit modules fill the
-# cores while the long ones (Ray, the embedded LM, Ctrl-C) run, instead of one long module running alone at the end.
-START_FIRST = {"lm": 1, "integration": 1, "unit": 2}
+# (`--dist loadfile`): the modules of the process tiers (integration, lm) start before the unit ones, so that the
+# many short unit modules fill the cores while the long ones (Ray, the embedded LM, Ctrl-C) run, instead of one long
+# module running alone at the end.
 # the longest modules of all, longest first (measured with --durations, benchmarks/README.md): the Ray module alone
 # is ~140 s on a loaded worker; started late, it ran alone at the end of the session
 LONGEST = ("tests.test_ray_executor", "tests.test_embedded_lm", "tests.test_lm_server", "tests.test_tracking_launchers",
@@ -78,12 +78,13 @@ def pytest_collection_modifyitems(config, items):
     if unmarked:
         raise pytest.UsageError("each test module needs exactly one tier: pytestmark = pytest.mark.unit | "
                                 f"integration | lm; {'; '.join(sorted(unmarked))}")
-    def start(item: pytest.Item) -> tuple[int, int, int]:
+
+    def start(item: pytest.Item) -> tuple[int, bool, int]:
         name = item.module.__name__
         if name in LONGEST:
-            return LONGEST.index(name), 0, 0
+            return LONGEST.index(name), False, 0
         unit_rank = LONGEST_UNIT.index(name) if name in LONGEST_UNIT else len(LONGEST_UNIT)
-        return len(LONGEST), START_FIRST[tier_of[item.nodeid]], unit_rank
+        return len(LONGEST), tier_of[item.nodeid] == "unit", unit_rank
 
     items.sort(key=start)  # stable: a module's tests keep their order
 

@@ -12,7 +12,7 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig
 from pydantic import BaseModel
 
-from common.config_groups import choice, options
+from common.config_groups import chosen_name, options
 from common.contract import Inputs, ProgramContract
 from common.coverage import coverage, foreign
 from common.errors import ClinprogError, ConfigError
@@ -144,7 +144,7 @@ class ArchEHRContract(ProgramContract[Case]):
     def stage_choices(self, cfg: DictConfig) -> dict[str, str]:
         """{stage: the option of program/archehr/<stage> the run chose} (e.g. evidence: embedding; the class name
         where the config holds no choices, e.g. one written by hand)."""
-        return {stage: choice(cfg, f"{self.stage_group}/{stage}") or str(node._target_).rsplit(".", 1)[-1]
+        return {stage: chosen_name(cfg, f"{self.stage_group}/{stage}", node)
                 for stage, node in self.stage_nodes(cfg).items()}
 
     def lm_roles(self, cfg: DictConfig) -> list[str]:

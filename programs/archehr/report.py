@@ -7,7 +7,7 @@ from typing import Any
 from hydra.utils import get_class
 from omegaconf import DictConfig
 
-from common.config_groups import choice
+from common.config_groups import chosen_name
 from common.coverage import describe
 from common.report_text import counts
 from lms.describe import lm_model
@@ -59,7 +59,7 @@ def stage_implementations(cfg: DictConfig) -> list[tuple[str, str]]:
     given_question = bool((cfg.program.get("module") or {}).get("use_given_question"))
     for stage in ROLES:
         node = cfg.program.get(stage)
-        impl = choice(cfg, f"program/archehr/{stage}") or str(node._target_).rsplit(".", 1)[-1]
+        impl = chosen_name(cfg, f"program/archehr/{stage}", node)
         label = f"lm ({lm_model(cfg, stage)})" if uses_lm(get_class(node._target_)) else impl
         if stage == "question" and given_question:  # ArchEHR 2025: the case's clinician question (stage 1 skipped)
             label = f"given, else {label}"
