@@ -29,10 +29,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def server_command(port: int) -> list[str]:
-    """The command docs/lm-backends.md shows ("Local LM servers"; the tests start exactly this)."""
+def server_command(port: int, threads: int = 2) -> list[str]:
+    """The command docs/lm-backends.md shows ("Local LM servers"; the tests start exactly this, with one llama.cpp
+    thread where CLINPROG_LLAMA_THREADS=1: its threads spin while they wait, so 2 on cores shared with other work
+    slow everything down)."""
     return [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()), "--model_alias", MODEL_ALIAS,
-            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "8192", "--n_threads", "2",
+            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "8192", "--n_threads", str(threads),
             "--logits_all", "false"]
 
 
@@ -46,7 +48,8 @@ class LlamaServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self, timeout: float = 120) -> LlamaServer:
-        self.process = subprocess.Popen(server_command(self.port), stdout=subprocess.DEVNULL,
+        threads = int(os.environ.get("CLINPROG_LLAMA_THREADS", "2"))
+        self.process = subprocess.Popen(server_command(self.port, threads), stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL, env={**os.environ, "HF_HUB_OFFLINE": "1"})
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
