@@ -53,9 +53,10 @@ TIERS = ("unit", "integration", "lm")
 
 
 # The whole suite runs in one pytest session on the CPUs' xdist workers, one module per worker at a time
-# (`--dist loadfile`): the modules of the process tiers (integration, lm) start before the unit ones, so that the
-# many short unit modules fill the cores while the long ones (Ray, the embedded LM, Ctrl-C) run, instead of one long
-# module running alone at the end.
+# (`--dist loadfile`), handed out in the order below (pyproject's `--no-loadscope-reorder`: xdist would otherwise sort
+# modules by their number of tests, which put the Ray and LM modules, with few tests each, last): the modules of the
+# process tiers (integration, lm) start before the unit ones, so that the many short unit modules fill the cores
+# while the long ones (Ray, the embedded LM, Ctrl-C) run, instead of one long module running alone at the end.
 # the longest modules of all, longest first (measured with --durations, benchmarks/README.md): the Ray module alone
 # is ~140 s on a loaded worker; started late, it ran alone at the end of the session
 LONGEST = ("tests.test_ray_executor", "tests.test_embedded_lm", "tests.test_lm_server", "tests.test_tracking_launchers",
