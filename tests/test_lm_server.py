@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from lms.local_server import MODEL_ALIAS, LlamaServer, RecordingProxy
+from lms.local_server import MODEL_ALIAS, RecordingProxy
 from tests.cli import run_main
 from tests.conftest import ROOT
 
@@ -97,8 +97,8 @@ def test_timeout_is_honoured_and_a_busy_server_is_not_dead(llama_server, tmp_pat
     assert time.monotonic() - start < 120
 
 
-def test_server_killed_mid_run_keeps_finished_cases_and_the_rerun_resumes(tmp_path):
-    server = LlamaServer().start()
+def test_server_killed_mid_run_keeps_finished_cases_and_the_rerun_resumes(llama_server, tmp_path):
+    server = llama_server  # this module's server (the last test to use it): killed, then started again on its port
     out = tmp_path / "run"
     # two cases, the question stage on the server (one LM call a case; the four-stage cascade through the server is
     # the test above): the first case is saved, the server dies during the second
@@ -118,13 +118,8 @@ def test_server_killed_mid_run_keeps_finished_cases_and_the_rerun_resumes(tmp_pa
     assert stderr.strip().splitlines()[-1].startswith("error: lm=openai_compatible (127.0.0.1:")
     saved = predictions.read_text().count("\n")
     assert saved >= 1 and (out / "usage.json").is_file() and (out / "report.html").is_file()
-    restarted = LlamaServer()
-    restarted.port = server.port
-    restarted.start()
-    try:
-        again = main(*args)
-    finally:
-        restarted.stop()
+    server.start()
+    again = main(*args)
     assert again.returncode == 0, again.stderr[-1500:]
     ids = [json.loads(line)["case_id"] for line in predictions.read_text().splitlines()]
     assert ids == ["901", "902"] and len(ids) == len(set(ids)) == 2
