@@ -22,7 +22,7 @@ from common.run_folder import RunFolder, file_sha256
 from lms.describe import backend_name
 from runners.dspy_setup import configure_dspy
 from runners.executors import executor_for
-from runners.executors.predictor import build_predictor
+from runners.executors.predictor import build_predictor, built_by_workers
 from runners.executors.resumable import Interrupted, run_resumable
 from runners.shards import select_shard
 
@@ -134,13 +134,14 @@ def run(cfg: DictConfig) -> float | None:
     roles = choose_lm_or_offline(cfg, contract)
     out = output_dir()
     with RunFolder(out, fingerprint(cfg, contract, inputs), str(cfg.get("run", {}).get("resume", "auto"))) as folder:
-        predict = build_predictor(cfg, contract, roles)   # a missing key / dead server fails here
+        executor = executor_for(cfg, contract.unit)   # executor=local | ray (runners/executors/)
+        # a missing key / dead server fails here (Ray: in every worker's build, the same line)
+        predict = built_by_workers if getattr(executor, "builds_own_program", False) else build_predictor(cfg, contract, roles)
         predictions = PredictionLog(folder.predictions, contract.record_id)
         try:
             done = run_resumable(inputs.items, contract.item_id, predict, predictions,
                                  num_threads=int(cfg.lm.get("num_threads", 1)) if roles else 1,
-                                 progress=cfg.progress, unit=contract.unit,
-                                 executor=executor_for(cfg, contract.unit))   # executor=local | ray (runners/executors/)
+                                 progress=cfg.progress, unit=contract.unit, executor=executor)
         except Interrupted as exc:
             line = f"interrupted: {exc.saved} {contract.unit}s saved in {out}; rerun the same command to resume"
             print(line, file=sys.stderr)

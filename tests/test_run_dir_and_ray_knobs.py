@@ -1,5 +1,6 @@
 """A run folder that cannot be one (under a file, under /proc) and executor.* values that cannot work: one `error:`
-line each and exit code 2, before anything runs (no traceback, no silent default: num_workers=0 once ran 2)."""
+line each and exit code 2, before anything runs (no traceback, no silent default: num_workers=0 once ran 2); an
+executor whose workers build the program (Ray's) gets none built by the driver."""
 
 import pytest
 
@@ -58,3 +59,40 @@ def test_a_ray_setting_that_cannot_work_is_one_error_line(tmp_path, override, sa
 def test_valid_ray_settings_are_used_as_given():
     given = {"address": None, "num_workers": 3, "cpus_per_worker": 0.5, "object_store_mb": 100}
     assert ray_settings(**given) == given
+
+
+class WorkersBuildTheirOwn:
+    """A user's own executor (`executor._target_=...`) whose 'workers' build the program from the config, as Ray's
+    ProgramWorker does; it records what the driver handed it."""
+
+    builds_own_program = True
+    seen: list = []
+
+    def __init__(self, cfg, unit: str = "item") -> None:
+        self.cfg = cfg
+
+    def run(self, todo, run_one, save, num_threads):
+        from common.contract import contract_for
+        from runners.executors.predictor import build_predictor
+
+        WorkersBuildTheirOwn.seen.append(run_one)
+        contract = contract_for(self.cfg)
+        predict = build_predictor(self.cfg, contract, contract.lm_roles(self.cfg))
+        for item in todo:
+            save(item, predict(item))
+
+
+def test_an_executor_whose_workers_build_the_program_gets_none_from_the_driver(tmp_path, monkeypatch):
+    import runners.program
+    from runners.executors.predictor import built_by_workers
+
+    def no_build_in_the_driver(*args, **kwargs):
+        raise AssertionError("the driver built the program")
+
+    monkeypatch.setattr(runners.program, "build_predictor", no_build_in_the_driver)
+    out = tmp_path / "run"
+    proc = run_main(*ARGS, f"executor._target_={__name__}.WorkersBuildTheirOwn", f"hydra.run.dir={out}", quiet=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert WorkersBuildTheirOwn.seen == [built_by_workers] and (out / "submission_subtask_2.json").is_file()
+    with pytest.raises(RuntimeError, match="workers run the items"):
+        built_by_workers(object())

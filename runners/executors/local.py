@@ -10,6 +10,8 @@ from runners.executors.base import Save
 
 
 class LocalExecutor:
+    builds_own_program = False  # the driver's predictor runs the items
+
     def __init__(self, cfg: Any = None, unit: str = "item") -> None:
         """Nothing to set up: the driver's own predictor runs the items (the config and unit are not needed)."""
 

@@ -31,3 +31,8 @@ def build_predictor(cfg: DictConfig, contract: ProgramContract, roles: list[str]
             raise lm_failure(cfg.lm, exc) from None
 
     return predict
+
+
+def built_by_workers(item: Any) -> dict[str, Any]:
+    """The driver's `run_one` under an executor whose workers build their own program: never called."""
+    raise RuntimeError("this executor's workers run the items; the driver has no program")

@@ -62,6 +62,10 @@ def import_ray() -> Any:
 
 
 class RayExecutor:
+    # each worker builds the program (ProgramWorker); a bad config or a dead LM server fails in the workers' ready(),
+    # as the same one line, so the driver neither loads the models nor imports their libraries
+    builds_own_program = True
+
     def __init__(self, cfg: DictConfig, unit: str = "item", **settings: Any) -> None:
         self.unit = unit
         self.settings = ray_settings(**settings)
