@@ -61,9 +61,11 @@ TIERS = ("unit", "integration", "lm")
 # is ~140 s on a loaded worker; started late, it ran alone at the end of the session
 LONGEST = ("tests.test_ray_executor", "tests.test_embedded_lm", "tests.test_lm_server", "tests.test_tracking_launchers",
            "tests.test_run_folder_restart", "tests.test_index_faults")
-# the longest unit modules (20-40 s each) start before the short ones: one of them last would leave a core idle
-LONGEST_UNIT = ("tests.test_every_knob", "tests.test_doc_commands", "tests.test_cli", "tests.test_run_folder",
-                "tests.test_first_use", "tests.test_offline_learned", "tests.test_config")
+# the longest unit modules (5-45 s each, longest first) start before the short ones: one of them last leaves a core
+# idle (test_shards_merge, 20 s, ran alone at the end of a 388 s run before it was listed here)
+LONGEST_UNIT = ("tests.test_every_knob", "tests.test_doc_commands", "tests.test_shards_merge", "tests.test_cli",
+                "tests.test_first_use", "tests.test_run_folder", "tests.test_offline_learned", "tests.test_hints",
+                "tests.test_config", "tests.test_sweeps", "tests.test_merge_damaged", "tests.test_run_dir_and_ray_knobs")
 
 
 def pytest_collection_modifyitems(config, items):
