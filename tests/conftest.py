@@ -90,12 +90,3 @@ def pytest_collection_modifyitems(config, items):
         return len(LONGEST), tier_of[item.nodeid] == "unit", unit_rank
 
     items.sort(key=start)  # stable: a module's tests keep their order
-
-
-@pytest.fixture(scope="session")
-def llama_server():
-    from lms.local_server import LlamaServer
-
-    server = LlamaServer().start()
-    yield server
-    server.stop()

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from lms.local_server import MODEL_ALIAS, RecordingProxy
+from lms.local_server import MODEL_ALIAS, LlamaServer, RecordingProxy
 from tests.cli import run_main
 from tests.conftest import ROOT
 
@@ -21,6 +21,14 @@ pytestmark = [pytest.mark.lm, pytest.mark.server]
 
 def main(*args, timeout=900):
     return run_main(*args, timeout=timeout, quiet=True)
+
+
+@pytest.fixture(scope="module")
+def llama_server():
+    """The module's server: its last test kills it mid-run and starts it again on the same port."""
+    server = LlamaServer().start()
+    yield server
+    server.stop()
 
 
 def server_args(api_base, tmp_path):

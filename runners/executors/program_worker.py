@@ -1,6 +1,7 @@
 """The body of one Ray worker (an actor): it builds the run's program once, from the same resolved config the driver
-runs with (runners/executors/predictor.py, as the driver's run() does), then predicts one item per call and
-returns the record. It writes nothing: the driver appends the records to the run's predictions.jsonl."""
+runs with (runners/executors/predictor.py, as the driver's run() does for a local run; under Ray the driver builds
+none), then predicts one item per call and returns the record. It writes nothing: the driver appends the records to
+the run's predictions.jsonl."""
 
 from __future__ import annotations
 
