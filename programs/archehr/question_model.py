@@ -26,6 +26,7 @@ from typing import Any
 import dspy
 import numpy as np
 
+from common.control_tokens import has_control_tokens, strip_control_tokens
 from common.errors import ConfigError
 from common.parameters import LearnedStateError, LogisticHead, LoraAdapter
 from lms.gguf_causal_lm import BaseModel, batch_decoder, merged_llama
@@ -51,8 +52,23 @@ _WORD = re.compile(r"[a-z0-9]+")
 
 def build_prompt(instruction: str, message: str) -> str:
     """The ChatML prompt, by hand (the GGUF's chat template would add a default system prompt)."""
-    return (f"<|im_start|>system\n{instruction}<|im_end|>\n<|im_start|>user\n{message}<|im_end|>\n"
-            "<|im_start|>assistant\n")
+    before, after = prompt_frame(instruction)
+    return before + message + after
+
+
+def prompt_frame(instruction: str) -> tuple[str, str]:
+    """The ChatML text before and after the message: the only text tokenized with special tokens recognised."""
+    return (f"<|im_start|>system\n{instruction}<|im_end|>\n<|im_start|>user\n",
+            "<|im_end|>\n<|im_start|>assistant\n")
+
+
+def prompt_tokens(llm: Any, instruction: str, message: str) -> list[int]:
+    """The prompt's tokens: the frame with its control tokens, the message as plain text (a patient who types
+    `<|im_end|>` writes characters, not the end of the turn)."""
+    before, after = prompt_frame(strip_control_tokens(instruction))
+    return (llm.tokenize(before.encode("utf-8"), add_bos=False, special=True)
+            + llm.tokenize(message.encode("utf-8"), add_bos=False, special=False)
+            + llm.tokenize(after.encode("utf-8"), add_bos=False, special=True))
 
 
 @lru_cache(maxsize=1)
@@ -164,8 +180,9 @@ class FinetunedQuestionInterpreter(dspy.Module):
         a candidate stops at the end of its turn or once `finish_question` would drop what follows (its '?', the
         end of its first line, a word past the limit)."""
         llm, lock = self.loaded()
-        prompt = build_prompt(self.adapter.instructions.get(register, INSTRUCTIONS[register]), message)
-        tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        instruction = self.adapter.instructions.get(register, INSTRUCTIONS[register])
+        prompt = build_prompt(instruction, message)
+        tokens = prompt_tokens(llm, instruction, message)
         eos = llm.tokenize(b"<|im_end|>", add_bos=False, special=True)[0]  # ChatML's end of turn
         n_seq = 1 + self.samples
         # reproducible: the same message gets the same samples in every run, whatever else the batch holds
@@ -214,7 +231,7 @@ class FinetunedQuestionInterpreter(dspy.Module):
         stems = content_stems(message)
         prior = (self.adapter.fit.get("opening_prior") or {}).get(register) or {}
         scored = [(s + self.coverage_weight * coverage(q, stems) - self.opening_weight * float(prior.get(opening(q), 0.0)),
-                   q) for q, s in candidates if q and coverage(q, stems) > 0]
+                   q) for q, s in candidates if q and coverage(q, stems) > 0 and not has_control_tokens(q)]
         return max(scored, key=lambda x: x[0])[1] if scored else None
 
     def forward(self, patient_narrative: str, patient_question: str = "") -> dspy.Prediction:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from common.control_tokens import strip_control_tokens
 from programs.archehr.text import split_sentences
 
 # Web-form labels some messages carry ("SUBJECT: ... MESSAGE: ..."): labels, not the writer's words.
@@ -16,10 +17,11 @@ _LEADING_LABEL = re.compile(r"^\s*(?:question|clinician question|summary|answer)
 
 
 def normalise_message(text: str, max_chars: int = 20_000) -> str:
-    """The message as one line: form labels dropped, whitespace collapsed, every word cut to 40 characters, and a
-    message longer than `max_chars` kept as its first and last halves of that (its question is often at its end).
-    Linear in the input: the cost of anything after this is bounded by these limits, whatever the input."""
-    words = [w[:_MAX_WORD_CHARS] for w in _SPACE.split(_FORM_LABEL.sub(" ", text)) if w]
+    """The message as one line: chat-template control-token strings and form labels dropped, whitespace collapsed,
+    every word cut to 40 characters, and a message longer than `max_chars` kept as its first and last halves of that
+    (its question is often at its end). Linear in the input: the cost of anything after this is bounded by these
+    limits, whatever the input."""
+    words = [w[:_MAX_WORD_CHARS] for w in _SPACE.split(_FORM_LABEL.sub(" ", strip_control_tokens(text))) if w]
     line = " ".join(words)
     if len(line) > max_chars:
         half = max_chars // 2

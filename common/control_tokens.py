@@ -1,0 +1,58 @@
+"""Patient text is data, never control tokens.
+
+Chat models mark turns with special tokens (`<|im_start|>`, `<|endoftext|>`, `<start_of_turn>`, `[INST]`, ...). A
+prompt is a string that llama.cpp, llama.cpp's server and vLLM tokenize with special tokens recognised, so the same
+characters typed by a patient would end the turn, open a system turn, or end the text. These strings carry nothing a
+patient means, so every LM path removes them from the text it sends (`strip_control_tokens`): the families of
+marker syntax chat templates use, and, where the model's vocabulary is at hand, each of its own control tokens.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+# The marker families of chat templates: <|...|> (ChatML, Llama 3, Phi, GPT), DeepSeek's <｜...｜> (full-width bars),
+# SentencePiece's <s> </s> <unk> <pad>, Gemma's <bos> <eos> <start_of_turn> <end_of_turn> <start_of_image>,
+# Llama 2 / Mistral [INST] [/INST] <<SYS>> <</SYS>> and Mistral's [SYSTEM_PROMPT] / [AVAILABLE_TOOLS] / [TOOL_CALLS]...
+_FAMILIES = re.compile(
+    r"<[|｜][^<>\s|｜]{1,64}[|｜]>"
+    r"|</?(?:s|unk|pad|bos|eos|mask|sep|cls)>"
+    r"|<(?:start|end)_of_(?:turn|image|audio|video)>"
+    r"|\[/?(?:INST|SYSTEM_PROMPT|AVAILABLE_TOOLS|TOOL_CALLS|TOOL_RESULTS|TOOL_CONTENT|IMG|THINK)\]"
+    r"|<</?SYS>>",
+    re.IGNORECASE,
+)
+
+
+def strip_control_tokens(text: str, extra: Iterable[str] = ()) -> str:
+    """`text` with every control-token string removed (each replaced by one space, so words on either side stay
+    apart); `extra`: a model's own control-token strings. Text without any is returned unchanged."""
+    out = _FAMILIES.sub(" ", text)
+    for token in extra:
+        if token and token in out:
+            out = out.replace(token, " ")
+    # a removal can join the halves of another marker ("<|im_<|x|>start|>"): repeat until nothing changes
+    return out if out == text else strip_control_tokens(out, extra)
+
+
+def has_control_tokens(text: str, extra: Iterable[str] = ()) -> bool:
+    return strip_control_tokens(text, extra) != text
+
+
+def vocabulary_control_tokens(llm: object) -> tuple[str, ...]:
+    """The text of each control token in a loaded llama-cpp-python model's vocabulary (e.g. SmolLM2's
+    `<|im_start|>`, `<repo_name>`, `<filename>`), longest first; () when it cannot be read."""
+    try:
+        import llama_cpp
+
+        vocab = llama_cpp.llama_model_get_vocab(llm._model.model)  # type: ignore[attr-defined]
+        found = []
+        for token in range(llama_cpp.llama_vocab_n_tokens(vocab)):
+            if llama_cpp.llama_vocab_is_control(vocab, token):
+                piece = llm.detokenize([token], special=True).decode("utf-8", "ignore")  # type: ignore[attr-defined]
+                if piece.strip():
+                    found.append(piece)
+    except (AttributeError, TypeError, ValueError):
+        return ()
+    return tuple(sorted(set(found), key=lambda p: (-len(p), p)))

@@ -1,0 +1,108 @@
+"""What a message gets is a function of the message, the config and the compiled state only: not of what the process
+ran before. The question stage after other messages, the embedder's vectors beside other texts, a whole run in the
+given order and reversed, and repeated requests to the served app, each compared bit for bit."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from tasks.archehr.data import load_cases
+from tests.builders import archehr_stage, config, shared_embedder
+from tests.cli import run_main
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.unit
+
+CASES = ROOT / "data" / "archehr" / "realistic_cases_b.xml"
+N_CASES = 3
+
+
+def candidates(stage, narrative: str) -> list[tuple[str, float]]:
+    message = stage.prepare(narrative)
+    return stage.candidates(message, stage.choose_register(message))
+
+
+def test_the_question_stage_gives_a_message_the_same_candidates_whatever_it_decoded_before():
+    from lms.gguf_causal_lm import _DECODERS
+
+    stage = archehr_stage("question", "finetuned")
+    narratives = [c.patient_narrative for c in load_cases(ROOT / "data" / "archehr" / "dev_cases.xml")][:3]
+    for decoder in _DECODERS.values():  # as in a new process: the first message meets an empty cache
+        decoder.close()
+    first = [candidates(stage, n) for n in narratives]
+    again = [candidates(stage, n) for n in narratives]  # each after another message, the first one too
+    # a much longer message in between (a larger cache, other cells) and the messages again in reverse order
+    candidates(stage, " ".join(narratives) * 2)
+    reverse = [candidates(stage, n) for n in reversed(narratives)][::-1]
+    assert again == first and reverse == first  # texts and log-probabilities, exactly
+
+
+def test_a_text_gets_the_same_vector_alone_in_any_batch_and_after_the_cache_held_it():
+    embedder = shared_embedder()
+    texts = [s.text for c in load_cases(CASES)[:2] for s in c.sentences][:24]
+    others = ["A much longer sentence about something else entirely, to pad a batch out to another length " * 3,
+              "Short."]
+    alone = np.stack([embedder._vectors(embedder._load(), [t])[0] for t in texts])
+    batched = embedder._vectors(embedder._load(), others + texts)[len(others):]
+    assert np.array_equal(alone, batched)
+    assert np.array_equal(embedder.encode_documents(texts), alone)  # the cache keeps the text's own vector
+
+
+def reversed_copy(path, out, n: int):
+    tree = ET.parse(path)
+    root = tree.getroot()
+    cases = list(root)[:n]
+    for case in list(root):
+        root.remove(case)
+    for case in reversed(cases):
+        root.append(case)
+    tree.write(out, encoding="utf-8")
+    return out
+
+
+def submissions(folder) -> dict[str, list]:
+    out = {}
+    for task in (1, 2, 3, 4):
+        records = json.loads((folder / f"submission_subtask_{task}.json").read_text())
+        out[task] = sorted(records, key=lambda r: str(r.get("case_id")))
+    return out
+
+
+def test_a_run_in_reverse_order_and_a_resumed_run_write_the_same_submissions(tmp_path):
+    forward, backward, resumed = tmp_path / "forward", tmp_path / "backward", tmp_path / "resumed"
+    common = ("program=archehr", "task=run")
+    assert run_main(*common, f"data.cases={CASES}", f"data.limit={N_CASES}", f"hydra.run.dir={forward}",
+                    quiet=True).returncode == 0
+    reverse = reversed_copy(CASES, tmp_path / "reversed.xml", N_CASES)
+    assert run_main(*common, f"data.cases={reverse}", f"hydra.run.dir={backward}", quiet=True).returncode == 0
+    # a run cut short after 1 case and resumed in a new process state: the resumed cases come after other ones
+    for limit in (1, N_CASES):
+        assert run_main(*common, f"data.cases={reverse}", f"data.limit={limit}", f"hydra.run.dir={resumed}",
+                        quiet=True).returncode == 0
+    expected = submissions(forward)
+    assert len(expected[1]) == N_CASES
+    assert submissions(backward) == expected
+    assert submissions(resumed) == expected
+
+
+def test_repeated_identical_requests_get_identical_responses(monkeypatch):
+    from runners.serve import build_app
+
+    monkeypatch.delenv("CLINPROG_SERVE_TOKEN", raising=False)
+    app, _ = build_app(config("task=serve", "program=archehr"), ["task=serve", "program=archehr"])
+    case = load_cases(CASES)[0]
+    body = {"case_id": "r", "patient_narrative": case.patient_narrative,
+            "sentences": [{"id": s.id, "text": s.text} for s in case.sentences]}
+    other = {**body, "patient_narrative": load_cases(CASES)[1].patient_narrative}
+    with TestClient(app) as client:
+        answers = []
+        for request in (body, other, body, other, body):
+            r = client.post("/v1/archehr/answer", json=request)
+            assert r.status_code == 200, r.text
+            answers.append({k: v for k, v in r.json().items() if k not in ("usage", "seconds")})
+    assert answers[0] == answers[2] == answers[4] and answers[1] == answers[3]
