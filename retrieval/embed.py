@@ -12,7 +12,6 @@ from tqdm import tqdm
 from common.packaged import resolve_model_path
 from retrieval.passage import RetrievalError
 
-
 _BUCKET = 16  # tokens: a text is padded to its own length rounded up to this (see Embedder._vectors)
 
 
