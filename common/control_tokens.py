@@ -32,8 +32,7 @@ def strip_control_tokens(text: str, extra: Iterable[str] = ()) -> str:
     for token in extra:
         if token and token in out:
             out = out.replace(token, " ")
-    # a removal can join the halves of another marker ("<|im_<|x|>start|>"): repeat until nothing changes
-    return out if out == text else strip_control_tokens(out, extra)
+    return out  # each removal leaves a space, so the halves around it ("<|im_" + "start|>") cannot join
 
 
 def has_control_tokens(text: str, extra: Iterable[str] = ()) -> bool:

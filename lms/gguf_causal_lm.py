@@ -19,7 +19,7 @@ from typing import Any
 
 from lms.factory import resolve_packaged_file
 
-_LOADED: dict[tuple[str, str, int], tuple[Any, threading.Lock]] = {}
+_LOADED: dict[tuple[str, str], tuple[Any, threading.Lock]] = {}
 _LOCK = threading.Lock()
 
 
@@ -67,28 +67,43 @@ def merge_cache_dir() -> Path:
 
 
 def merged_llama(base: BaseModel, adapter_id: str, tensors: dict[str, tuple[Any, Any]], scale: float,
-                 threads: int = 2, n_ctx: int = 64) -> tuple[Any, threading.Lock]:
-    """(llama.cpp model of base + adapter, its lock), built once per process for each (base, adapter id, threads).
-    Its own context only tokenizes (generation runs on `batch_decoder`'s), hence the small `n_ctx`."""
+                 n_ctx: int = 64) -> tuple[Any, threading.Lock]:
+    """(llama.cpp model of base + adapter, its lock), built once per process for each (base, adapter id).
+    Its own context only tokenizes (generation runs on `batch_decoder`'s, whose threads are set at each prompt),
+    hence the small `n_ctx`."""
     from llama_cpp import Llama
 
-    from lms.gguf_merge import merged_gguf
-
-    threads = max(1, int(threads))
-    key = (str(base.path()), adapter_id, threads)
+    key = (str(base.path()), adapter_id)
     with _LOCK:
         if key not in _LOADED:
-            path = merged_gguf(base.path(), adapter_id, tensors, scale, merge_cache_dir())
-            llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_batch=256,
+            path = merged_model(base, adapter_id, tensors, scale)
+            llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=1, n_batch=256,
                         logits_all=False, verbose=False, seed=0)
             _LOADED[key] = (llm, threading.Lock())
         return _LOADED[key]
 
 
+def merged_model(base: BaseModel, adapter_id: str, tensors: dict[str, tuple[Any, Any]], scale: float) -> Path:
+    """The merged GGUF's path; an adapter that does not fit its base, or a cache that cannot hold the file, is one
+    line (a `LearnedStateError` or an `LMConfigError`), and leaves no partial file."""
+    from common.parameters import LearnedStateError
+    from lms.factory import LMConfigError
+    from lms.gguf_merge import merged_gguf
+
+    cache = merge_cache_dir()
+    try:
+        return merged_gguf(base.path(), adapter_id, tensors, scale, cache)
+    except ValueError as exc:
+        raise LearnedStateError(f"the question stage's adapter does not fit its base model: {exc}") from None
+    except OSError as exc:
+        raise LMConfigError(f"the model cache {cache} cannot hold the merged model ({exc.strerror or type(exc).__name__}"
+                            "); set CLINPROG_MODEL_CACHE to a writable folder with 200 MB free") from None
+
+
 _DECODERS: dict[int, Any] = {}
 
 
-def batch_decoder(llm: Any, n_seq: int, n_ctx: int, threads: int = 2) -> Any:
+def batch_decoder(llm: Any, n_seq: int, n_ctx: int) -> Any:
     """The `BatchDecoder` of a loaded model with room for `n_seq` sequences in `n_ctx` tokens: one per model, made
     again (larger) when a caller needs more. Call under the model's lock."""
     from lms.llama_batch import BatchDecoder
@@ -98,5 +113,5 @@ def batch_decoder(llm: Any, n_seq: int, n_ctx: int, threads: int = 2) -> Any:
         if decoder is not None:
             decoder.close()
         # in whole 1,024-token blocks: a message a little longer than the last does not make a new context each time
-        decoder = _DECODERS[id(llm)] = BatchDecoder(llm, n_seq, -(-n_ctx // 1024) * 1024, threads)
+        decoder = _DECODERS[id(llm)] = BatchDecoder(llm, n_seq, -(-n_ctx // 1024) * 1024)
     return decoder

@@ -10,7 +10,9 @@ per (base, adapter) into a cache folder and reused.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -42,21 +44,45 @@ def _field_value(field: Any) -> Any:
 def merge_into_gguf(base: Path, tensors: dict[str, tuple[np.ndarray, np.ndarray]], scale: float, out: Path) -> Path:
     import gguf
 
-    reader = gguf.GGUFReader(str(base))
-    arch = _field_value(reader.fields["general.architecture"])
+    try:
+        reader = gguf.GGUFReader(str(base))
+        arch = _field_value(reader.fields["general.architecture"])
+    except (OSError, ValueError, KeyError, IndexError) as exc:
+        raise ValueError(f"{base.name} is not a readable GGUF model ({type(exc).__name__})") from None
     if arch != "llama":
         raise ValueError(f"{base}: merging an adapter needs a llama-architecture GGUF, not {arch!r}")
     n_head = int(_field_value(reader.fields["llama.attention.head_count"]))
     n_head_kv = int(_field_value(reader.fields["llama.attention.head_count_kv"]))
+    # the adapter must fit the base before anything is computed or written: each adapted tensor exists in the base
+    # with the shape of B A
+    shapes = {t.name: tuple(int(x) for x in reversed(t.shape)) for t in reader.tensors}  # GGUF lists ne[0] first
     deltas: dict[str, np.ndarray] = {}
     for name, (a, b) in tensors.items():
-        delta = scale * (np.asarray(b, dtype=np.float32) @ np.asarray(a, dtype=np.float32))
+        target, wanted = gguf_name(name), (int(np.shape(b)[0]), int(np.shape(a)[1]))
+        if target not in shapes:
+            raise ValueError(f"the base has no tensor {target} (the adapter adapts a layer it does not have)")
+        if shapes[target] != wanted:
+            raise ValueError(f"adapter {name} is {wanted[0]}x{wanted[1]}, the base's {shapes[target][0]}x"
+                             f"{shapes[target][1]}")
+        with np.errstate(over="ignore", invalid="ignore"):
+            delta = scale * (np.asarray(b, dtype=np.float32) @ np.asarray(a, dtype=np.float32))
         if name.endswith("q_proj"):
             delta = rope_permute(delta, n_head)
         elif name.endswith("k_proj"):
             delta = rope_permute(delta, n_head_kv)
-        deltas[gguf_name(name)] = delta
+        deltas[target] = delta
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        _write(reader, deltas, tmp, arch, scale)
+        tmp.replace(out)  # whole or not at all: a killed merge leaves no half file under the final name
+    finally:
+        tmp.unlink(missing_ok=True)  # a refused adapter or a full disk leaves nothing behind
+    return out
+
+
+def _write(reader: Any, deltas: dict[str, np.ndarray], tmp: Path, arch: str, scale: float) -> None:
+    import gguf
+
     writer = gguf.GGUFWriter(str(tmp), arch)
     for key, field in reader.fields.items():
         if key.startswith("GGUF.") or key == "general.architecture":
@@ -70,7 +96,11 @@ def merge_into_gguf(base: Path, tensors: dict[str, tuple[np.ndarray, np.ndarray]
             weight = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
             if weight.shape != deltas[t.name].shape:
                 raise ValueError(f"adapter {t.name} is {deltas[t.name].shape}, the base's {weight.shape}")
-            writer.add_tensor(t.name, (weight + deltas[t.name]).astype(np.float16))
+            with np.errstate(over="ignore", invalid="ignore"):
+                merged = (weight + deltas[t.name]).astype(np.float16)
+            if not np.isfinite(merged).all():
+                raise ValueError(f"adapter {t.name}: W + scale * B A leaves float16's range (scale {scale:.3g})")
+            writer.add_tensor(t.name, merged)
             missing.discard(t.name)
         else:
             writer.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
@@ -80,15 +110,33 @@ def merge_into_gguf(base: Path, tensors: dict[str, tuple[np.ndarray, np.ndarray]
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    tmp.replace(out)  # whole or not at all: a killed merge leaves no half file under the final name
-    return out
+
+
+KEEP_MERGED = 3  # merged models kept in the cache (171 MB each for SmolLM2-135M): the most recently used
 
 
 def merged_gguf(base: Path, adapter_id: str, tensors: dict[str, tuple[np.ndarray, np.ndarray]], scale: float,
                 cache_dir: Path) -> Path:
-    """The merged GGUF for this (base, adapter), written on first use into `cache_dir`."""
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    """The merged GGUF for this (base, adapter), written on first use into `cache_dir`; the cache keeps the
+    `KEEP_MERGED` most recently used ones (a merged file is rebuilt from its adapter whenever needed)."""
     out = cache_dir / f"{base.stem}+{adapter_id}.gguf"
-    if not out.is_file():
-        merge_into_gguf(base, tensors, scale, out)
+    if out.is_file():
+        with contextlib.suppress(OSError):
+            os.utime(out)  # most recently used (a read-only cache still serves it)
+        return out
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    merge_into_gguf(base, tensors, scale, out)
+    prune(cache_dir, keep=out)
     return out
+
+
+def prune(cache_dir: Path, keep: Path) -> None:
+    """Remove merged models beyond the `KEEP_MERGED` most recently used (only files this module names)."""
+    merged = [p for p in cache_dir.glob("*+*.gguf") if _MERGED.fullmatch(p.name) and p != keep]
+    merged.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in merged[KEEP_MERGED - 1:]:
+        with contextlib.suppress(OSError):
+            old.unlink()  # a process that has it loaded keeps its mapping
+
+
+_MERGED = re.compile(r"[^/]+\+[0-9a-f]{16}\.gguf")

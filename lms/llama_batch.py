@@ -31,14 +31,15 @@ class BatchDecodeError(RuntimeError):
 
 
 class BatchDecoder:
-    def __init__(self, llm: Any, n_seq: int, n_ctx: int, threads: int) -> None:
+    def __init__(self, llm: Any, n_seq: int, n_ctx: int, threads: int = 1) -> None:
         import llama_cpp
 
         self._api = llama_cpp
         params = llama_cpp.llama_context_default_params()
         params.n_ctx, params.n_batch, params.n_ubatch = n_ctx, _BATCH, _BATCH
         params.n_seq_max, params.kv_unified = n_seq, True
-        params.n_threads = params.n_threads_batch = max(1, int(threads))
+        self.threads = max(1, int(threads))
+        params.n_threads = params.n_threads_batch = self.threads
         self.ctx = llama_cpp.llama_init_from_model(llm._model.model, params)
         if not self.ctx:
             raise BatchDecodeError(f"llama.cpp could not make a context of {n_ctx} tokens for {n_seq} sequences")
@@ -64,10 +65,14 @@ class BatchDecoder:
     def _logits(self, row: int) -> np.ndarray:
         return np.ctypeslib.as_array(self._api.llama_get_logits_ith(self.ctx, row), shape=(self.n_vocab,)).copy()
 
-    def start(self, tokens: list[int], n_seq: int) -> np.ndarray:
-        """Read `tokens` as the prompt of sequences 0..n_seq-1; the logits of the next token (the same for all)."""
+    def start(self, tokens: list[int], n_seq: int, threads: int | None = None) -> np.ndarray:
+        """Read `tokens` as the prompt of sequences 0..n_seq-1; the logits of the next token (the same for all).
+        `threads`: for this prompt and its steps (common/cpu.py; the results do not depend on it)."""
         if not tokens or n_seq > self.n_seq:
             raise BatchDecodeError(f"a prompt of {len(tokens)} tokens for {n_seq} of {self.n_seq} sequences")
+        if threads is not None:
+            self.threads = max(1, int(threads))
+            self._api.llama_set_n_threads(self.ctx, self.threads, self.threads)
         self._api.llama_memory_clear(self.memory, True)  # nothing of an earlier prompt: see the module's docstring
         self.cached = []
         for begin in range(0, len(tokens), _BATCH):

@@ -14,6 +14,8 @@ from typing import Any
 from dspy import lm15
 from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
 
+from common.control_tokens import strip_control_tokens, vocabulary_control_tokens
+from common.cpu import threads_now, threads_setting
 from lms.errors import LMConfigError
 
 
@@ -36,7 +38,7 @@ class LlamaCppEngine:
         model_path: str | Path,
         *,
         n_ctx: int = 4096,
-        n_threads: int | None = None,
+        n_threads: int | str | None = None,
         seed: int = 0,
         fold_system: bool | None = None,
         chat_format: str | None = None,
@@ -52,11 +54,12 @@ class LlamaCppEngine:
             raise LMConfigError("embedded LM needs llama-cpp-python: pip install llama-cpp-python") from exc
         self.model_path = path
         self.seed = seed
+        self.threads = threads_setting("auto" if n_threads is None else n_threads, "lm.client.n_threads")
         self._lock = threading.Lock()  # a Llama object is not thread-safe
         self._llama = Llama(
             model_path=str(path),
             n_ctx=n_ctx,
-            n_threads=n_threads,
+            n_threads=threads_now(self.threads),
             seed=seed,
             chat_format=chat_format,
             verbose=verbose,
@@ -71,12 +74,17 @@ class LlamaCppEngine:
         # Some llama.cpp chat formats (e.g. gemma's) silently drop the system message, which is where
         # DSPy puts the instructions; without a template, fold it into the first user turn.
         self.fold_system = (not has_template) if fold_system is None else fold_system
+        self.control_tokens = vocabulary_control_tokens(self._llama)
         self.calls = 0
 
     def _messages(self, request: Any) -> list[dict[str, str]]:
+        """The chat turns; a control-token string inside any text is removed (the chat template tokenizes the whole
+        prompt with special tokens recognised: a patient's `<|im_end|>` would end the turn)."""
         system = _system_text(request.system)
-        messages = [{"role": m.role if m.role != "developer" else "user", "content": m.text or ""}
-                    for m in request.messages]
+        if system:
+            system = strip_control_tokens(system, self.control_tokens)
+        messages = [{"role": m.role if m.role != "developer" else "user",
+                     "content": strip_control_tokens(m.text or "", self.control_tokens)} for m in request.messages]
         if system:
             if self.fold_system and messages and messages[0]["role"] == "user":
                 messages[0] = {"role": "user", "content": f"{system}\n\n{messages[0]['content']}"}
@@ -110,6 +118,14 @@ class LlamaCppEngine:
         if response_format is not None:
             kwargs["response_format"] = response_format
         with self._lock:
+            import llama_cpp
+
+            threads = threads_now(self.threads)  # the free cores now (common/cpu.py); results do not depend on it
+            llama_cpp.llama_set_n_threads(self._llama._ctx.ctx, threads, threads)
+            if self._llama.cache is None:
+                # every prompt read from its first token: llama-cpp-python keeps the previous prompt's common prefix,
+                # and a reply then depended on the prompt before it (prompt_cache_mb > 0 opts into that for speed)
+                self._llama.reset()
             try:
                 out = self._llama.create_chat_completion(**kwargs)
             except ValueError as exc:  # llama.cpp reports a prompt longer than n_ctx as ValueError

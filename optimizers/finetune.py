@@ -24,7 +24,7 @@ import dspy
 import numpy as np
 
 from common.errors import ConfigError
-from common.parameters import LoraAdapter
+from common.parameters import LORA_MAX_INPUT_TOKENS, LORA_MAX_RANK, LORA_MAX_SCALE, LoraAdapter
 
 log = logging.getLogger(__name__)
 LAYER_MODULES = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
@@ -71,6 +71,10 @@ class QuestionFinetune(dspy.teleprompt.Teleprompter):
         for name, value in (("alpha", alpha), ("epochs", epochs), ("learning_rate", learning_rate)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
                 raise ConfigError(f"optimizer.teleprompter.{name} must be a positive number, not {value!r}")
+        if rank > LORA_MAX_RANK or alpha / rank > LORA_MAX_SCALE or max_input_tokens > LORA_MAX_INPUT_TOKENS:
+            raise ConfigError(f"optimizer.teleprompter: rank at most {LORA_MAX_RANK}, alpha / rank at most "
+                              f"{LORA_MAX_SCALE:g} and max_input_tokens at most {LORA_MAX_INPUT_TOKENS} (what a "
+                              "compiled program may hold)")
         if isinstance(max_opening_share, bool) or not isinstance(max_opening_share, (int, float)) or not (
                 0 < max_opening_share <= 1):
             raise ConfigError(f"optimizer.teleprompter.max_opening_share must be in (0, 1], not {max_opening_share!r}")

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from hydra.utils import get_method
 from omegaconf import DictConfig
+from omegaconf.errors import InterpolationResolutionError
 
 from common.errors import ClinprogError, import_failure
 
@@ -39,6 +40,16 @@ def task_function(cfg: DictConfig) -> Callable[[DictConfig], float | None]:
         raise ClinprogError(f"task._target_={path}: not a function clinprog can import ({import_failure(exc)})") from None
 
 
+def ours(exc: BaseException) -> ClinprogError | None:
+    """The `ClinprogError` an error is or wraps (a resolver's, which omegaconf wraps in its own), else None."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ClinprogError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def dispatch(cfg: DictConfig) -> float | None:
     """Run the chosen task; a `ClinprogError` becomes one `error:` line on stderr (and in the run folder), exit code 2."""
     from common.logs import quiet_third_party
@@ -55,8 +66,12 @@ def dispatch(cfg: DictConfig) -> float | None:
 
         with tracked(cfg, output_dir()):
             return task(cfg)
-    except ClinprogError as exc:
+    except (ClinprogError, InterpolationResolutionError) as caught:
         from common.logs import error_text
+
+        exc = ours(caught)
+        if exc is None:  # a config value omegaconf cannot resolve (not ours): its own one-line message
+            exc = ClinprogError(str(caught).splitlines()[0])
         from common.multirun import job_failed
 
         line = error_text(exc)  # user input in the message (a case id) cannot add lines of its own

@@ -27,6 +27,7 @@ import dspy
 import numpy as np
 
 from common.control_tokens import has_control_tokens, strip_control_tokens
+from common.cpu import threads_now, threads_setting
 from common.errors import ConfigError
 from common.parameters import LearnedStateError, LogisticHead, LoraAdapter
 from lms.gguf_causal_lm import BaseModel, batch_decoder, merged_llama
@@ -112,7 +113,8 @@ class FinetunedQuestionInterpreter(dspy.Module):
     """Stage 1 by a fine-tuned small LM. Parameters: `register` (auto | consumer | clinician), `samples` (sampled
     candidates beside the greedy one; 0: greedy only), `temperature` (of the samples), `coverage_weight` (0: the
     most probable candidate), `max_new_tokens`. `base` (the GGUF to
-    train on) and `threads` are the optimizer's and the runtime's: a loaded adapter names its own base."""
+    train on) and `threads` (auto: the free cores at each message, common/cpu.py) are the optimizer's and the
+    runtime's: a loaded adapter names its own base."""
 
     uses_lm = False  # no role LM: its own weights, run in process
 
@@ -125,7 +127,7 @@ class FinetunedQuestionInterpreter(dspy.Module):
             raise ConfigError(f"{where}.register must be one of {['auto', *REGISTERS]}, not {register!r}")
         # bounds: the candidates decode together, so samples and reply length size the model's cache
         checks = {"max_words": (max_words, 1, 200), "samples": (samples, 0, 63),
-                  "max_new_tokens": (max_new_tokens, 4, 256), "threads": (threads, 1, 256)}
+                  "max_new_tokens": (max_new_tokens, 4, 256)}
         for name, (value, low, high) in checks.items():
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise ConfigError(f"{where}.{name} must be an integer from {low} to {high}, not {value!r}")
@@ -136,7 +138,8 @@ class FinetunedQuestionInterpreter(dspy.Module):
         if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 < temperature <= 5:
             raise ConfigError(f"{where}.temperature must be a number in (0, 5], not {temperature!r}")
         self.max_words, self.register, self.samples, self.temperature = max_words, register, samples, float(temperature)
-        self.coverage_weight, self.max_new_tokens, self.threads = float(coverage_weight), max_new_tokens, threads
+        self.coverage_weight, self.max_new_tokens = float(coverage_weight), max_new_tokens
+        self.threads = threads_setting(threads, f"{where}.threads")
         self.base = BaseModel(**(base or {}))
         self.embedder = embedder
         self.adapter = LoraAdapter()
@@ -150,8 +153,7 @@ class FinetunedQuestionInterpreter(dspy.Module):
         if not self.adapter.fitted:
             raise LearnedStateError("program.question (finetuned): no adapter loaded; load a compiled program "
                                     "(program.compiled=PATH) or train one: task=compile optimizer=finetune")
-        return merged_llama(self.model_base(), self.adapter.adapter_id, self.adapter.tensors, self.adapter.scale,
-                            self.threads)
+        return merged_llama(self.model_base(), self.adapter.adapter_id, self.adapter.tensors, self.adapter.scale)
 
     def model_base(self) -> BaseModel:
         """The GGUF the adapter was trained on (its state says which), else the configured one (for training)."""
@@ -192,8 +194,8 @@ class FinetunedQuestionInterpreter(dspy.Module):
         text = [b"" for _ in range(n_seq)]
         total = [0.0] * n_seq
         with lock:
-            decoder = batch_decoder(llm, n_seq, len(tokens) + n_seq * self.max_new_tokens + 64, self.threads)
-            first = decoder.start(tokens, n_seq)
+            decoder = batch_decoder(llm, n_seq, len(tokens) + n_seq * self.max_new_tokens + 64)
+            first = decoder.start(tokens, n_seq, threads_now(self.threads))
             logits = dict.fromkeys(range(n_seq), first)
             for step in range(self.max_new_tokens):
                 chosen: dict[int, int] = {}

@@ -244,8 +244,15 @@ def load_question_pairs(path: str | Path) -> list[Case]:
     path = Path(path)
     if not path.is_file():
         raise ArchEHRDataError(f"{path}: no such file")
-    cases = []
-    for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:  # never read as replacement characters: the model would learn them
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ArchEHRDataError(f"{path}:{line}: not UTF-8 (byte 0x{raw[exc.start]:02x}); save the file as UTF-8") \
+            from None
+    cases, ids, pairs, repeats = [], set(), set(), 0
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -254,7 +261,17 @@ def load_question_pairs(path: str | Path) -> list[Case]:
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             raise ArchEHRDataError(f"{path}:{n}: not a {{id, question, summary}} JSON line ({type(exc).__name__})") \
                 from None
+        if qid in ids:
+            raise ArchEHRDataError(f"{path}:{n}: id {qid[:40]!r} is on an earlier line too (ids must be unique)")
+        ids.add(qid)
+        if (question.strip(), summary.strip()) in pairs:  # a repeated pair would weigh more in training, unseen
+            repeats += 1
+            continue
+        pairs.add((question.strip(), summary.strip()))
         cases.append(Case(f"{path.stem}:{qid}", question, clinician_question=summary))
     if not cases:
         raise ArchEHRDataError(f"{path}: no question pairs")
+    if repeats:
+        log.warning("%s: %d of %d question pairs repeat an earlier line's question and summary: each is used once",
+                    path, repeats, repeats + len(cases))
     return cases

@@ -1,0 +1,85 @@
+"""How many threads a CPU-bound step should use now, so that a run stays fair on a machine shared with other work.
+
+llama.cpp and torch split each matrix product over their threads and meet at a barrier after every operation (a few
+hundred per token). When another process holds one of the cores, a thread waits at each barrier for the one that was
+descheduled: on 2 cores beside two busy processes the default run took 4.45x its time alone, one llama.cpp step up
+to 50x. One thread has no barrier to wait at. So `threads: auto` (the default) asks, at each step, how many cores are
+free now: the cores this process may use, less the threads running elsewhere on the machine at this moment
+(`procs_running` in /proc/stat, the kernel's count of runnable threads). Alone it uses every core; beside busy work
+it uses what is left, at least one.
+
+Results do not depend on the thread count (llama.cpp computes each output element on one thread; torch's products
+were measured equal bit for bit on 1 and 2 threads; tests/test_predictable.py checks both), so this choice changes
+speed only, never a question, a vector or a score.
+"""
+
+from __future__ import annotations
+
+import os
+
+from common.errors import ConfigError
+
+MAX_THREADS = 256
+THREADS_ENV = "CLINPROG_LLAMA_THREADS"
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask: a container's or taskset's limit)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def running_elsewhere(samples: int = 3) -> int:
+    """Runnable threads on the machine other than the one asking, at most of `samples` reads (0 when unknown)."""
+    seen = 0
+    for _ in range(samples):
+        try:
+            with open("/proc/stat", "rb") as stat:
+                for line in stat:
+                    if line.startswith(b"procs_running"):
+                        seen = max(seen, int(line.split()[1]) - 1)
+                        break
+        except (OSError, ValueError, IndexError):
+            return 0
+    return seen
+
+
+def threads_now(setting: int | str = "auto") -> int:
+    """Threads for the next step: `setting` when it is a number, else ("auto") the free cores now, at least 1."""
+    if setting != "auto":
+        return int(setting)
+    return max(1, min(usable_cores(), usable_cores() - running_elsewhere()))
+
+
+def threads_setting(value: object, where: str) -> int | str:
+    """A threads setting as written in a config: "auto" or a whole number from 1 to 256; else one line."""
+    if value == "auto":
+        return "auto"
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_THREADS:
+        raise ConfigError(f"{where} must be auto or an integer from 1 to {MAX_THREADS}, not {str(value)[:40]!r}")
+    return value
+
+
+def threads_from_environment(default: str = "auto") -> int | str:
+    """The `clinprog.threads` resolver: $CLINPROG_LLAMA_THREADS ("auto" or a whole number), else `default`.
+    The variable's value is never echoed: an error names the variable only (it could hold anything)."""
+    raw = os.environ.get(THREADS_ENV)
+    if raw is None:
+        return default
+    text = raw.strip()
+    if text == "auto":
+        return "auto"
+    if text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_THREADS:
+        return int(text)
+    raise ConfigError(f"{THREADS_ENV} must be auto or a whole number from 1 to {MAX_THREADS} (its value is not shown)")
+
+
+def register_resolver() -> None:
+    """`${clinprog.threads:}` in configs; a plain resolver (its value is never parsed as config grammar, unlike
+    `oc.decode`, which would resolve `${oc.env:SECRET}` written into the variable)."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("clinprog.threads"):
+        OmegaConf.register_new_resolver("clinprog.threads", threads_from_environment, use_cache=False)
