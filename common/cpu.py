@@ -31,15 +31,33 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def _running_here() -> int:
+    """Threads of this process that are runnable now (the caller included): an OpenMP or llama.cpp worker still
+    spinning after its last task is one of ours, not other work."""
+    count = 0
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return 1
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/stat", "rb") as stat:
+                state = stat.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        count += state == b"R"
+    return max(1, count)
+
+
 def running_elsewhere(samples: int = 3) -> int:
-    """Runnable threads on the machine other than the one asking, at most of `samples` reads (0 when unknown)."""
+    """Runnable threads on the machine outside this process, the most of `samples` reads (0 when unknown)."""
     seen = 0
     for _ in range(samples):
         try:
             with open("/proc/stat", "rb") as stat:
                 for line in stat:
                     if line.startswith(b"procs_running"):
-                        seen = max(seen, int(line.split()[1]) - 1)
+                        seen = max(seen, int(line.split()[1]) - _running_here())
                         break
         except (OSError, ValueError, IndexError):
             return 0
@@ -83,3 +101,20 @@ def register_resolver() -> None:
 
     if not OmegaConf.has_resolver("clinprog.threads"):
         OmegaConf.register_new_resolver("clinprog.threads", threads_from_environment, use_cache=False)
+
+
+def omp_limit() -> int:
+    """$OMP_NUM_THREADS when it is a positive whole number (a Ray worker of 1 CPU, the test workers set it), else the
+    usable cores: the most threads torch may use."""
+    raw = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return max(1, min(int(raw), usable_cores())) if raw.isascii() and raw.isdigit() and int(raw) > 0 else usable_cores()
+
+
+def torch_threads(setting: int | str = "auto") -> int:
+    """Set torch's intra-op threads for the next step (`threads_now`, at most `omp_limit()`); the number set."""
+    import torch
+
+    n = int(setting) if setting != "auto" else min(omp_limit(), threads_now("auto"))
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    return n

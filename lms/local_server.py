@@ -15,6 +15,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from common.cpu import threads_from_environment, threads_now
+
 MODEL_ALIAS = "smollm2"
 
 
@@ -31,8 +33,8 @@ def free_port() -> int:
 
 def server_command(port: int, threads: int = 2) -> list[str]:
     """The command docs/lm-backends.md shows ("Local LM servers"; the tests start exactly this, with one llama.cpp
-    thread where CLINPROG_LLAMA_THREADS=1: its threads spin while they wait, so 2 on cores shared with other work
-    slow everything down)."""
+    thread where CLINPROG_LLAMA_THREADS=1: its threads wait for each other at every operation, so 2 on cores shared
+    with other work slow everything down)."""
     return [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()), "--model_alias", MODEL_ALIAS,
             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "8192", "--n_threads", str(threads),
             "--logits_all", "false"]
@@ -48,7 +50,8 @@ class LlamaServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self, timeout: float = 120) -> LlamaServer:
-        threads = int(os.environ.get("CLINPROG_LLAMA_THREADS", "2"))
+        # a server's threads are fixed when it starts: CLINPROG_LLAMA_THREADS=N, else (auto) the cores free now
+        threads = threads_now(threads_from_environment("auto"))
         self.process = subprocess.Popen(server_command(self.port, threads), stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL, env={**os.environ, "HF_HUB_OFFLINE": "1"})
         deadline = time.monotonic() + timeout

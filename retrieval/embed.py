@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from common.cpu import threads_setting, torch_threads
 from common.packaged import resolve_model_path
 from retrieval.passage import RetrievalError
 
@@ -27,7 +28,9 @@ class Embedder:
         max_seq_length: int | None = None,
         device: str = "cpu",
         cache_size: int = 20_000,             # texts whose vectors are kept (0: no cache)
+        threads: int | str = "auto",          # torch threads: auto (the free cores at each call, common/cpu.py) or a number
     ) -> None:
+        self.threads = threads_setting(threads, "embedder.threads")
         self.model_name = model
         self.document_model_name = document_model
         self._doc_model = None
@@ -97,6 +100,7 @@ class Embedder:
 
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        torch_threads(self.threads)  # results do not depend on it (measured), speed beside other work does
         lengths = model.preprocess(texts)["attention_mask"].sum(dim=1).tolist()
         limit = int(model.max_seq_length or max(lengths))
         buckets: dict[int, list[int]] = {}

@@ -42,6 +42,21 @@ def test_the_question_stage_gives_a_message_the_same_candidates_whatever_it_deco
     assert again == first and reverse == first  # texts and log-probabilities, exactly
 
 
+def test_the_thread_count_changes_no_candidate_and_no_vector():
+    # threads: auto picks the free cores at each step (common/cpu.py): that must change speed only
+    message = load_cases(CASES)[2].patient_narrative
+    one, two = (archehr_stage("question", "finetuned", f"program.question.threads={n}") for n in (1, 2))
+    assert candidates(one, message) == candidates(two, message)
+    embedder = shared_embedder()
+    texts = [s.text for s in load_cases(CASES)[3].sentences]
+    vectors = []
+    for threads in (1, 2):
+        embedder.threads = threads
+        vectors.append(embedder._vectors(embedder._load(), texts))
+    embedder.threads = "auto"
+    assert np.array_equal(*vectors)
+
+
 def test_a_text_gets_the_same_vector_alone_in_any_batch_and_after_the_cache_held_it():
     embedder = shared_embedder()
     texts = [s.text for c in load_cases(CASES)[:2] for s in c.sentences][:24]

@@ -177,9 +177,8 @@ MADE_UP = [
 
 
 def test_threads_reach_the_model_and_come_from_the_environment_by_default(monkeypatch):
-    from tests.builders import config
-
     from lms.gguf_causal_lm import _DECODERS
+    from tests.builders import config
 
     monkeypatch.setenv("CLINPROG_LLAMA_THREADS", "1")
     assert config("program=archehr").program.question.threads == 1
