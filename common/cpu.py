@@ -50,18 +50,20 @@ def _running_here() -> int:
 
 
 def running_elsewhere(samples: int = 3) -> int:
-    """Runnable threads on the machine outside this process, the most of `samples` reads (0 when unknown)."""
-    seen = 0
+    """Runnable threads on the machine outside this process: the fewest of `samples` reads (a thread runnable for an
+    instant, a kernel worker or a shell command, is not load; busy work is runnable in every read); 0 when unknown."""
+    seen: int | None = None
     for _ in range(samples):
         try:
             with open("/proc/stat", "rb") as stat:
                 for line in stat:
                     if line.startswith(b"procs_running"):
-                        seen = max(seen, int(line.split()[1]) - _running_here())
+                        now = max(0, int(line.split()[1]) - _running_here())
+                        seen = now if seen is None else min(seen, now)
                         break
         except (OSError, ValueError, IndexError):
             return 0
-    return seen
+    return seen or 0
 
 
 def threads_now(setting: int | str = "auto") -> int:

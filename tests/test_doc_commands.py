@@ -124,7 +124,65 @@ def compose_as_written(overrides: list[str], stubs: str) -> None:
         compose(config_name="config", overrides=[*overrides, stubs], return_hydra_config=True)
 
 
-COMMANDS = doc_commands()
+CONF_FILES = sorted(CONF.rglob("*.yaml"))
+DATA_READMES = sorted((ROOT / "data").rglob("README.md"))
+# a path of this repository named in a comment or a data README: it must exist
+REPO_PATH = re.compile(r"\b((?:tests|benchmarks|docs|common|lms|programs|runners|optimizers|retrieval|tasks|signatures|"
+                       r"serving|reports|conf|data)/[\w./-]*\w\.(?:py|md|yaml|json|jsonl|xml|txt|csv))\b")
+DATA_FILE = re.compile(r"`([\w.-]+\.(?:json|jsonl|xml|csv|txt|gguf))`")
+
+
+def conf_comment_commands() -> list[tuple[str, str]]:
+    """(file:line, the text after `python main.py`) for every command in a comment of conf/."""
+    out = []
+    for path in CONF_FILES:
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            comment = line.split("#", 1)[1] if "#" in line else ""
+            if COMMAND in comment:  # the command ends at a closing backtick or a note after two spaces
+                command = re.split(r"`| {2,}", comment.split(COMMAND, 1)[1])[0]
+                out.append((f"{_rel(path)}:{n}", command))
+    return out
+
+
+COMMANDS = doc_commands() + conf_comment_commands()
+
+
+def named_paths() -> list[tuple[str, str]]:
+    """(file:line, path) for every repository path in a conf/ comment, a data README or a documentation page (not a
+    path in another repository, cited after `github.com/...`, nor one a file was "formerly" at), and every file the
+    first column of a data README's `| file |` table names (looked up under that README's folder)."""
+    out = []
+    for path in [*CONF_FILES, *DATA_READMES, *DOCS]:
+        in_file_table = False
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if path.suffix == ".yaml":
+                if "#" not in line:
+                    continue
+                line = line.split("#", 1)[1]
+            for match in REPO_PATH.finditer(line):
+                before = line[: match.start()]
+                if "github.com/" not in before and not before.rstrip("` (").endswith("formerly"):
+                    out.append((f"{_rel(path)}:{n}", match.group(1)))
+            if path in DATA_READMES and line.startswith("|"):
+                first = line.split("|")[1].strip()
+                in_file_table = first == "file" or in_file_table  # the header row, then its separator and rows
+                if in_file_table and first != "file" and not set(first) <= set("-: "):
+                    out += [(f"{_rel(path)}:{n}", f"{_rel(path.parent)}/**/{m}") for m in DATA_FILE.findall(first)]
+            elif not line.startswith("|"):
+                in_file_table = False
+    return out
+
+
+PATHS = named_paths()
+
+
+@pytest.mark.parametrize("where,name", PATHS, ids=[f"{w}:{p}" for w, p in PATHS])
+def test_every_path_a_comment_or_readme_names_exists(where, name):
+    if "/**/" in name:
+        folder, file = name.split("/**/")
+        assert any((ROOT / folder).rglob(file)), f"{where}: names {file}, which is not under {folder}/"
+    else:
+        assert (ROOT / name).exists(), f"{where}: names {name}, which does not exist"
 
 
 @pytest.mark.parametrize("where,command", COMMANDS, ids=[w for w, _ in COMMANDS])
