@@ -38,6 +38,10 @@ class BatchDecoder:
         params = llama_cpp.llama_context_default_params()
         params.n_ctx, params.n_batch, params.n_ubatch = n_ctx, _BATCH, _BATCH
         params.n_seq_max, params.kv_unified = n_seq, True
+        # the CPU's flash attention splits a token's cached keys over the threads and adds the parts up, so the
+        # logits changed with the thread count (11 of 26 messages got other candidates on 1 thread than on 2); the
+        # plain attention computes each output on one thread: the same on any number of threads
+        params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
         self.threads = max(1, int(threads))
         params.n_threads = params.n_threads_batch = self.threads
         self.ctx = llama_cpp.llama_init_from_model(llm._model.model, params)

@@ -80,11 +80,12 @@ class LlamaCppEngine:
     def _messages(self, request: Any) -> list[dict[str, str]]:
         """The chat turns; a control-token string inside any text is removed (the chat template tokenizes the whole
         prompt with special tokens recognised: a patient's `<|im_end|>` would end the turn)."""
+        own = getattr(self, "control_tokens", ())
         system = _system_text(request.system)
         if system:
-            system = strip_control_tokens(system, self.control_tokens)
+            system = strip_control_tokens(system, own)
         messages = [{"role": m.role if m.role != "developer" else "user",
-                     "content": strip_control_tokens(m.text or "", self.control_tokens)} for m in request.messages]
+                     "content": strip_control_tokens(m.text or "", own)} for m in request.messages]
         if system:
             if self.fold_system and messages and messages[0]["role"] == "user":
                 messages[0] = {"role": "user", "content": f"{system}\n\n{messages[0]['content']}"}
