@@ -738,6 +738,12 @@ def cli_probes(report: Report, files: Files, only: Callable[[str, str], bool]) -
             base=(), says="+x: a value nested 300 levels deep")
     for value in ("abc", "-1", "0", "1.5"):
         refused("r3", f"data.limit={value}", f"data.limit={value}", says="data.limit")
+    # -- #36 items 8 and 9: the threads variable is checked and never shown (the rest of #36: tests/test_hostile_inputs.py)
+    for value in ("", "two", "${oc.env:HOME}"):
+        refused("36", f"CLINPROG_LLAMA_THREADS={value!r} is one line that shows no value", "data.limit=1",
+                base=("program=archehr", *QUIET), env={"CLINPROG_LLAMA_THREADS": value},
+                exact="error: CLINPROG_LLAMA_THREADS must be auto or a whole number from 1 to 256 (its value is not "
+                      "shown)")
     if not any(getattr(j, "shards", False) for j in jobs):
         ready.set()  # the shards' job is not among these (--only): the merges fail at once
     return jobs + late + slow

@@ -10,6 +10,7 @@ the learned stages whichever LM the other stages use.
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from pathlib import Path
@@ -105,28 +106,39 @@ def load_compiled(program: dspy.Module, path: str | Path) -> dspy.Module:
         raise CompiledProgramError(f"program.compiled={path}: holds no {', '.join(missing)} (the learned weights this "
                                    "program's stages need); compile them: task=compile optimizer=finetune (the question "
                                    "adapter) or optimizer=logistic (the heads)")
-    params = dict(program.named_parameters())
     try:
-        for name, param in params.items():
-            if name in state:
-                param.load_state(state[name])
+        load_all_or_nothing(dict(program.named_parameters()), state)
     except ClinprogError as exc:
         raise CompiledProgramError(f"program.compiled={path}: {exc}") from None
     except Exception as exc:  # a Predict's state of another shape
         raise CompiledProgramError(f"{path}: cannot be loaded into {type(program).__name__}: "
                                    f"{type(exc).__name__}: {exc}") from None
+    program._compiled = True  # as DSPy's teleprompters mark what they return
     return program
+
+
+def load_all_or_nothing(params: dict[str, Any], state: dict[str, Any]) -> None:
+    """Each parameter's state is loaded into a copy first (as DSPy's `load_state` tries a copy); only when every one
+    loaded are the copies' attributes moved into the program's parameters, so a state that fails on its last
+    parameter leaves every earlier one as it was. A shallow copy is enough: `load_state` assigns new values (demos,
+    signature, arrays), it does not change the old ones in place."""
+    loaded = []
+    for name, param in params.items():
+        if name in state:
+            trial = copy.copy(param)
+            trial.load_state(state[name])
+            loaded.append((param, trial))
+    for param, trial in loaded:
+        param.__dict__.update(trial.__dict__)
 
 
 def load_module_state(module: dspy.Module, path: str | Path, prefix: str) -> dspy.Module:
     """The state of one stage of a saved program (its parameters under `prefix.`): how a stage built alone (a test,
     a benchmark) gets the compiled program's weights."""
     state = _read_state(Path(path))
-    for name, param in module.named_parameters():
-        key = f"{prefix}.{name}"
-        if key in state:
-            try:
-                param.load_state(state[key])
-            except ClinprogError as exc:
-                raise CompiledProgramError(f"{path}: {exc}") from None
+    params = dict(module.named_parameters())
+    try:
+        load_all_or_nothing(params, {name: state[f"{prefix}.{name}"] for name in params if f"{prefix}.{name}" in state})
+    except ClinprogError as exc:
+        raise CompiledProgramError(f"{path}: {exc}") from None
     return module

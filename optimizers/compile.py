@@ -40,6 +40,8 @@ def run_optimizer(optimizer: Any, student: dspy.Module, trainset: list[dspy.Exam
         kwargs["valset"] = valset
     if "requires_permission_to_run" in params:
         kwargs["requires_permission_to_run"] = False
-    return optimizer.compile(student, **kwargs)
+    compiled = optimizer.compile(student, **kwargs)
+    compiled._compiled = True  # DSPy's teleprompters set it; ours (logistic, finetune) return the student fitted
+    return compiled
 
 

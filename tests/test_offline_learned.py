@@ -192,3 +192,18 @@ def test_the_logistic_optimizer_refuses_a_key_without_answer_sentences(tmp_path)
         return  # the key loader already refuses it in one line
     with pytest.raises(ClinprogError, match="clinician_answer_sentences"):
         LogisticFit().compile(contract.build(cfg, None, embedder=shared_embedder()), trainset=trainset)
+
+
+def test_a_state_that_fails_on_its_last_parameter_leaves_every_earlier_one_as_it_was_and_a_loaded_one_is_compiled(
+        tmp_path):
+    from common.program_state import load_compiled
+
+    built = program("archehr", "lm=none", "program/archehr/question=baseline", "program.compiled=null")
+    assert not built.evidence.scorer.fitted and not getattr(built, "_compiled", False)
+    order = [name for name, _ in built.named_parameters()]
+    assert order.index("evidence.scorer") < order.index("alignment.scorer")  # the last one fails below
+    path = _state_with(tmp_path, lambda d: d["alignment.scorer"].__setitem__("coef", [1.0]))
+    with pytest.raises(ClinprogError, match="must hold"):
+        load_compiled(built, path)
+    assert not built.evidence.scorer.fitted and not getattr(built, "_compiled", False)  # nothing half-loaded
+    assert load_compiled(built, STATE)._compiled and built.evidence.scorer.fitted
