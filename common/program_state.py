@@ -113,8 +113,7 @@ def load_compiled(program: dspy.Module, path: str | Path) -> dspy.Module:
     except Exception as exc:  # a Predict's state of another shape
         raise CompiledProgramError(f"{path}: cannot be loaded into {type(program).__name__}: "
                                    f"{type(exc).__name__}: {exc}") from None
-    program._compiled = True  # as DSPy's teleprompters mark what they return
-    return program
+    return program  # not marked `_compiled`: as with DSPy's load(), only a compile does (a teleprompter may start here)
 
 
 def load_all_or_nothing(params: dict[str, Any], state: dict[str, Any]) -> None:

@@ -72,7 +72,9 @@ def test_bootstrap_compile_save_reload_reproduces_predictions(tmp_path, bundled_
         optimizer = dspy.BootstrapFewShot(metric=archehr_evidence_metric, max_bootstrapped_demos=1, max_labeled_demos=0)
         student = program("archehr")
         assert len(student.question.curated_demos) == 3  # the public dev pairs of program.question.demo_ids
+        assert not getattr(student, "_compiled", False)  # the shipped learned weights loaded: not a compile
         compiled = run_optimizer(optimizer, student, [example], [])
+        assert compiled._compiled  # a compiled program says so, as DSPy's teleprompters mark theirs
         demos = {name: len(p.demos) for name, p in compiled.named_predictors()}
         assert demos == {"question.interpret": 1, "evidence.score": 1, "answer.generate": 1, "alignment.align": 1}
         # BootstrapFewShot starts from reset_copy(), which empties predictor demos: the curated ones survive
