@@ -230,7 +230,7 @@ def worker() -> None:
     import runpy
 
     sys.path.insert(0, str(ROOT))
-    from tests.cli import exit_code_of, main_in_process
+    from in_process import exit_code_of, main_in_process
 
     answers = os.fdopen(os.dup(1), "w")
     devnull = os.open(os.devnull, os.O_WRONLY)

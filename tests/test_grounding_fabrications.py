@@ -1,14 +1,16 @@
 """`benchmarks/grounding_eval.py --fabrications FILE` (issue #28 item 15): a fabrication set written by someone else is
-checked (one `error:` line, exit 2) and scored with the script's table; the numbers here are worked out by hand on a
-tiny made-up set and a stub check."""
+checked (one `error:` line, exit 2) and scored with the script's table (tasks/archehr/fabrications.py); the numbers
+here are worked out by hand on a tiny made-up set and a stub check."""
 
 import json
 import random
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
 
-from benchmarks import grounding_eval as ge
+from tasks.archehr import fabrications as ge
 from tasks.archehr.data import Case, KeyCase, NoteSentence
 
 pytestmark = pytest.mark.unit
@@ -156,14 +158,14 @@ def test_an_unreadable_or_non_json_file_is_one_error(tmp_path):
                                                              '(its ids: 1-20)'),
     ("[1, 2", "not valid JSON"),
 ])
-def test_the_command_prints_one_error_line_and_exits_2(tmp_path, capsys, content, message):
-    """Against the script's default cases, before any model is loaded."""
+def test_the_command_prints_one_error_line_and_exits_2(tmp_path, content, message):
+    """Against the script's default cases, before any model is loaded (the script run as a user runs it)."""
     path = tmp_path / "fab.json"
     path.write_text(content)
-    with pytest.raises(SystemExit) as exit_:
-        ge.cli(["--fabrications", str(path)])
-    assert exit_.value.code == 2
-    err = capsys.readouterr().err
+    done = subprocess.run([sys.executable, str(ge.DATA.parents[1] / "benchmarks" / "grounding_eval.py"),
+                           "--fabrications", str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    err = done.stderr
     assert err.count("\n") == 1 and err.startswith(f"error: {path}: ") and message in err, err
     assert "Traceback" not in err
 
