@@ -1,5 +1,9 @@
 """One base class for every error a user can fix: `main.py` prints it as one `error:` line (exit code 2)."""
 
+from typing import TypeVar
+
+E = TypeVar("E", bound=BaseException)
+
 
 class ClinprogError(Exception):
     """A problem with the user's input, configuration or environment; the message says what and where."""
@@ -18,3 +22,14 @@ def import_failure(exc: BaseException) -> str:
     its first line otherwise."""
     lines = str(exc).splitlines() or [type(exc).__name__]
     return next((line.strip() for line in lines if "Error(" in line), lines[0])
+
+
+def wrapped(exc: BaseException, kind: type[E]) -> E | None:
+    """`exc` or the first exception it was raised from or while handling (Hydra wraps a builder's error with
+    `raise ... from`, omegaconf a resolver's while handling it) that is a `kind`; None when none is."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, kind):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None

@@ -16,6 +16,7 @@ from typing import Any
 import dspy
 
 from common.control_tokens import strip_control_tokens
+from common.errors import wrapped
 from common.packaged import ModelPackageError, import_model_package, packaged_file
 from lms.errors import LMConfigError
 
@@ -235,11 +236,9 @@ def build_lm(lm_cfg: Any) -> dspy.LM:
             count_litellm_attempts()
         return lm
     except Exception as exc:  # hydra wraps builder errors; surface ours unchanged
-        cause: BaseException | None = exc
-        while cause is not None:
-            if isinstance(cause, LMConfigError):
-                raise cause from None
-            cause = cause.__cause__
+        ours = wrapped(exc, LMConfigError)
+        if ours is not None:
+            raise ours from None
         raise
 
 

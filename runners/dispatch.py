@@ -13,7 +13,7 @@ from hydra.utils import get_method
 from omegaconf import DictConfig
 from omegaconf.errors import InterpolationResolutionError
 
-from common.errors import ClinprogError, import_failure
+from common.errors import ClinprogError, import_failure, wrapped
 
 
 def record_choices(cfg: DictConfig) -> None:
@@ -40,16 +40,6 @@ def task_function(cfg: DictConfig) -> Callable[[DictConfig], float | None]:
         raise ClinprogError(f"task._target_={path}: not a function clinprog can import ({import_failure(exc)})") from None
 
 
-def ours(exc: BaseException) -> ClinprogError | None:
-    """The `ClinprogError` an error is or wraps (a resolver's, which omegaconf wraps in its own), else None."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, ClinprogError):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
-
-
 def dispatch(cfg: DictConfig) -> float | None:
     """Run the chosen task; a `ClinprogError` becomes one `error:` line on stderr (and in the run folder), exit code 2."""
     from common.logs import quiet_third_party
@@ -69,7 +59,7 @@ def dispatch(cfg: DictConfig) -> float | None:
     except (ClinprogError, InterpolationResolutionError) as caught:
         from common.logs import error_text
 
-        exc = ours(caught)
+        exc = wrapped(caught, ClinprogError)
         if exc is None:  # a config value omegaconf cannot resolve (not ours): its own one-line message
             exc = ClinprogError(str(caught).splitlines()[0])
         from common.multirun import job_failed
