@@ -90,7 +90,6 @@ def _write(reader: Any, deltas: dict[str, np.ndarray], tmp: Path, arch: str, sca
         types = field.types
         sub = types[1] if types and types[0] == gguf.GGUFValueType.ARRAY and len(types) > 1 else None
         writer.add_key_value(key, _field_value(field), types[0], sub_type=sub)
-    missing = set(deltas)
     for t in reader.tensors:
         if t.name in deltas:
             weight = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
@@ -101,11 +100,8 @@ def _write(reader: Any, deltas: dict[str, np.ndarray], tmp: Path, arch: str, sca
             if not np.isfinite(merged).all():
                 raise ValueError(f"adapter {t.name}: W + scale * B A leaves float16's range (scale {scale:.3g})")
             writer.add_tensor(t.name, merged)
-            missing.discard(t.name)
         else:
             writer.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
-    if missing:
-        raise ValueError(f"the base GGUF has no tensors {sorted(missing)[:3]} that the adapter adapts")
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

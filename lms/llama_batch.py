@@ -50,7 +50,6 @@ class BatchDecoder:
         self.memory = llama_cpp.llama_get_memory(self.ctx)
         self.batch = llama_cpp.llama_batch_init(_BATCH, 0, n_seq)
         self.n_seq, self.n_ctx, self.n_vocab = n_seq, n_ctx, llm.n_vocab()
-        self.cached: list[int] = []  # the tokens of sequence 0's prompt now in the cache
         with _OPEN_LOCK:
             _OPEN.append(self)
 
@@ -63,7 +62,6 @@ class BatchDecoder:
         b.n_tokens = len(items)
         rc = self._api.llama_decode(self.ctx, b)
         if rc != 0:
-            self.cached = []
             raise BatchDecodeError(f"llama_decode returned {rc} for a batch of {len(items)} tokens")
 
     def _logits(self, row: int) -> np.ndarray:
@@ -78,11 +76,9 @@ class BatchDecoder:
             self.threads = max(1, int(threads))
             self._api.llama_set_n_threads(self.ctx, self.threads, self.threads)
         self._api.llama_memory_clear(self.memory, True)  # nothing of an earlier prompt: see the module's docstring
-        self.cached = []
         for begin in range(0, len(tokens), _BATCH):
             chunk = tokens[begin:begin + _BATCH]
             self._decode([(t, begin + j, 0, begin + j == len(tokens) - 1) for j, t in enumerate(chunk)])
-        self.cached = list(tokens)
         for seq in range(1, n_seq):
             self._api.llama_memory_seq_cp(self.memory, 0, seq, -1, -1)
         return self._logits(-1)
