@@ -70,7 +70,7 @@ def threads_now(setting: int | str = "auto") -> int:
     """Threads for the next step: `setting` when it is a number, else ("auto") the free cores now, at least 1."""
     if setting != "auto":
         return int(setting)
-    return max(1, min(usable_cores(), usable_cores() - running_elsewhere()))
+    return max(1, usable_cores() - running_elsewhere())
 
 
 def threads_setting(value: object, where: str) -> int | str:
@@ -108,8 +108,8 @@ def register_resolver() -> None:
 def omp_limit() -> int:
     """$OMP_NUM_THREADS when it is a positive whole number (a Ray worker of 1 CPU, the test workers set it), else the
     usable cores: the most threads torch may use."""
-    raw = os.environ.get("OMP_NUM_THREADS", "").strip()
-    return max(1, min(int(raw), usable_cores())) if raw.isascii() and raw.isdigit() and int(raw) > 0 else usable_cores()
+    raw, cores = os.environ.get("OMP_NUM_THREADS", "").strip(), usable_cores()
+    return max(1, min(int(raw), cores)) if raw.isascii() and raw.isdigit() and int(raw) > 0 else cores
 
 
 def torch_threads(setting: int | str = "auto") -> int:

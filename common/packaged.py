@@ -26,11 +26,15 @@ def model_package(name: str) -> str:
     return name
 
 
+def _not_installed(name: str) -> ModelPackageError:
+    return ModelPackageError(f"model package '{name}' is not installed (pip install {MODEL_PACKAGES[name]})")
+
+
 def package_folder(name: str) -> Path:
     """The folder of an installed model package, found without importing it."""
     spec = importlib.util.find_spec(model_package(name))
     if spec is None or not spec.submodule_search_locations:
-        raise ModelPackageError(f"model package '{name}' is not installed (pip install {MODEL_PACKAGES[name]})")
+        raise _not_installed(name)
     return Path(next(iter(spec.submodule_search_locations)))
 
 
@@ -51,7 +55,7 @@ def import_model_package(name: str):
     try:
         return importlib.import_module(name)
     except ImportError:
-        raise ModelPackageError(f"model package '{name}' is not installed (pip install {MODEL_PACKAGES[name]})") from None
+        raise _not_installed(name) from None
 
 
 def resolve_model_path(spec: str) -> str:
