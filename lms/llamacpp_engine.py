@@ -80,7 +80,7 @@ class LlamaCppEngine:
     def _messages(self, request: Any) -> list[dict[str, str]]:
         """The chat turns; a control-token string inside any text is removed (the chat template tokenizes the whole
         prompt with special tokens recognised: a patient's `<|im_end|>` would end the turn)."""
-        own = getattr(self, "control_tokens", ())
+        own = self.control_tokens
         system = _system_text(request.system)
         if system:
             system = strip_control_tokens(system, own)

@@ -56,7 +56,7 @@ def test_gemini_errors_become_retryable_dspy_errors():
 
 def test_llamacpp_message_mapping_and_schema_grammar_format():
     engine = LlamaCppEngine.__new__(LlamaCppEngine)  # mapping only: no model loaded
-    engine.fold_system = False
+    engine.fold_system, engine.control_tokens = False, ()  # what __init__ reads off the model
     assert engine._messages(request()) == [{"role": "system", "content": "INSTRUCTIONS"},
                                            {"role": "user", "content": "hello"}]
     engine.fold_system = True  # e.g. Gemma: llama.cpp's chat format would drop the system message
