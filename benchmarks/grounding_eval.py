@@ -2,6 +2,7 @@
 
     python benchmarks/grounding_eval.py [--cases X.xml --key X_key.json ...] [--grounding claims] [--seed 0]
                                         [--fabrications FILE] [--override KEY=VALUE ...] [--list-missed]
+    python benchmarks/grounding_eval.py --compare [--fabrications FILE] [--compiled STATE]
 
 Cases: any ArchEHR XML files with their keys (`--cases`/`--key`, repeatable, in pairs; default
 data/archehr/dev_cases.xml (34) + bundled_cases.xml (3)). Negatives: every reference answer sentence with its
@@ -23,6 +24,10 @@ sentences injected into the otherwise correct answer of a case, at a random plac
   Every case id must be one of the loaded cases, every citation one of that case's note sentence ids. Only the cases
   the file names are scored (their reference sentences are the negatives); benchmarks/fabrications_subtle.json is
   one such set.
+
+`--compare` scores, at their configured settings, the rules (`claims`), the learned verifier alone
+(`learned`, `program.grounding.rules=false`) and both (`learned`), the verifier's weights loaded from `--compiled`
+(default: the shipped program state), with each one's milliseconds per answer sentence.
 
 The check runs exactly as in the program (program/archehr/grounding=<option>: a run with an LM's, unless --grounding
 names another; `--override program.grounding.check_negation=true` sets any other key), over a small grid of its two
@@ -68,6 +73,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="another config override for the check, e.g. program.grounding.check_negation=true")
     parser.add_argument("--list-missed", action="store_true", help="list the fabrications the default row misses")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--compare", action="store_true", help="rules vs learned verifier vs both, one table")
+    parser.add_argument("--compiled", default=str(DATA / "compiled_program.json"),
+                        help="program state holding the learned verifier's weights (default: the shipped one)")
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
     if args.cases or args.key:
@@ -90,6 +98,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     embedder = instantiate(cfg.program.embedder)
     items = answers(cases, key, rng, fabrications)
     kinds = kinds_of(items)
+    if args.compare:
+        print(f"{len(items)} cases, {sum(len(i.fabricated) for i in items)} fabricated sentences "
+              f"({'from ' + args.fabrications if fabrications is not None else 'made here'}); verifier weights from "
+              f"{os.path.relpath(args.compiled)}\n")
+        print("\n".join(compare(embedder, items, kinds, args.compiled, args.override)))
+        return
     source = f"fabrications from {args.fabrications}" if fabrications is not None else "fabrications made here"
     print(f"{len(items)} cases: {sum(len(i.sentences) - len(i.fabricated) for i in items)} reference answer sentences, "
           f"{sum(len(i.fabricated) for i in items)} fabricated ones ({source}); program/archehr/grounding={option}"
@@ -115,6 +129,39 @@ def main(argv: Sequence[str] | None = None) -> None:
         print("\nmissed at the default:")
         for case_id, kind, text in at_default.missed:
             print(f"- {case_id} [{kind}] {text}")
+
+
+def compare(embedder, items, kinds: Sequence[str], compiled: str, overrides: Sequence[str]) -> list[str]:
+    """One row per check (rules, verifier alone, rules + verifier) at its configured settings."""
+    import time
+
+    from hydra.utils import instantiate
+
+    from common.config_groups import compose_config
+    from common.program_state import load_module_state
+    from common.resources import Resources
+
+    checks = [("rules (claims)", ["program/archehr/grounding=claims"]),
+              ("learned verifier alone", ["program/archehr/grounding=learned", "program.grounding.rules=false"]),
+              ("rules + learned verifier", ["program/archehr/grounding=learned"])]
+    lines = ["| check | flag precision | flag recall | false-flag rate (reference) | ms per sentence |"
+             + "".join(f" recall: {k} |" for k in kinds), "|---|---|---|---|---|" + "---|" * len(kinds)]
+    for name, choice in checks:
+        node = compose_config("program=archehr", "stages=lm", *choice, *overrides).program.grounding
+        check = Resources(embedder=embedder).complete(instantiate(node, _convert_="all"), "program.grounding",
+                                                      max_words=75, soft_cut_ratio=0.6)
+        if getattr(check, "verifier", None) is not None:
+            load_module_state(check, compiled, "_grounding")
+        score(check, items[:1])  # models loaded before timing; then every check starts from empty text caches
+        embedder._cache.clear()
+        if getattr(check, "verifier", None) is not None:
+            check.verifier.aligner._cache.clear()
+        started = time.perf_counter()
+        s = score(check, items)
+        ms = 1000 * (time.perf_counter() - started) / max(1, s.negatives + s.tp + s.fn)
+        lines.append(f"| {name} | {s.precision:.3f} | {s.recall:.3f} | {s.false_flag_rate:.3f} | {ms:.0f} |"
+                     + "".join(f" {s.recall_of(k):.3f} |" for k in kinds))
+    return lines
 
 
 def cli(argv: Sequence[str] | None = None) -> None:

@@ -26,8 +26,8 @@ def test_fabricated_drug_dose_and_changed_number_are_unsupported_and_a_paraphras
     alignment = [{"answer_id": a, "evidence_id": e} for a, e in (("1", ["2"]), ("2", ["4"]), ("3", ["2"]), ("4", ["4"]))]
     verdicts = {v["answer_id"]: v for v in check()(answer, alignment, NOTE).verdicts}
     assert verdicts["1"]["verdict"] == "supported" and verdicts["1"]["support_ids"] == ["2"]
-    assert verdicts["2"]["verdict"] == "unsupported" and "terms not in the note: warfarin" in verdicts["2"]["reasons"]
-    assert verdicts["3"]["verdict"] == "unsupported" and "numbers not in the note: 2.7" in verdicts["3"]["reasons"]
+    assert verdicts["2"]["verdict"] == "not in the note" and "terms not in the note: warfarin" in verdicts["2"]["reasons"]
+    assert verdicts["3"]["verdict"] == "not in the note" and "numbers not in the note: 2.7" in verdicts["3"]["reasons"]
     assert verdicts["4"]["verdict"] == "supported"
 
 
@@ -42,9 +42,9 @@ def test_drop_mode_removes_unsupported_sentences_and_their_links(dummy_lm, bundl
     pred = program("archehr", "program.grounding.on_unsupported=drop")(case=case)
     assert pred.answer == "Troponin rose to 0.9."
     assert pred.alignment == [{"answer_id": "1", "evidence_id": ["4"]}]
-    assert [v["verdict"] for v in pred.grounding] == ["supported", "unsupported"]
+    assert [v["verdict"] for v in pred.grounding] == ["supported", "not in the note"]
     flagged = program("archehr")(case=case)  # flag (the default) keeps the sentence and marks it
-    assert flagged.answer.endswith("warfarin 5 mg.") and flagged.grounding[1]["verdict"] == "unsupported"
+    assert flagged.answer.endswith("warfarin 5 mg.") and flagged.grounding[1]["verdict"] == "not in the note"
 
 
 def test_grounding_can_be_switched_off(dummy_lm, bundled_cases):
@@ -62,7 +62,7 @@ def test_an_lm_judge_is_a_third_check_when_configured(dummy_lm):
               {"id": "2", "text": "She was started on aspirin."}]
     alignment = [{"answer_id": "1", "evidence_id": ["4"]}, {"answer_id": "2", "evidence_id": ["4"]}]
     verdicts = judge(answer, alignment, NOTE).verdicts
-    assert verdicts[0]["verdict"] == "unsupported" and verdicts[0]["reasons"] == ["LM judge: the note gives no dose"]
+    assert verdicts[0]["verdict"] == "not in the note" and verdicts[0]["reasons"] == ["LM judge: the note gives no dose"]
     assert verdicts[1]["verdict"] == "supported"
     assert check().judge is None  # no predictor unless configured
 
@@ -123,7 +123,7 @@ def test_an_injected_drug_test_result_or_changed_number_is_flagged():
         ("Anticoagulation with apixaban is planned for 12 months.", ["4"]),
         ("Tamsulosin 4 mg was started on admission.", ["5"])])
     reasons = [v["reasons"] for v in verdicts]
-    assert all(v["verdict"] == "unsupported" for v in verdicts), reasons
+    assert all(v["verdict"] == "not in the note" for v in verdicts), reasons
     assert reasons[0] == ["drugs not in the note: warfarin"]
     assert "tests not in the note: lactate" in reasons[1] and "numbers not in the note: 8.4 mmol/L" in reasons[1]
     assert reasons[2] == ["numbers not in the note: 12 months"] and reasons[3] == ["numbers not in the note: 4 mg"]
@@ -133,14 +133,14 @@ def test_a_number_found_only_in_an_unrelated_sentence_is_not_support():
     # 136 is in the note (the sodium on the lab line), but not in what this sentence rests on
     verdicts = claims_verdicts([("Anticoagulation with apixaban is planned for 136 days.", ["4"])],
                                "program.grounding.number_context=0")
-    assert verdicts[0]["verdict"] == "unsupported"
+    assert verdicts[0]["verdict"] == "not in the note"
 
 
 def test_negation_checking_is_optional_and_flags_a_flipped_finding():
     flipped = [("The CTA showed a large vessel occlusion.", ["6"])]
     assert claims_verdicts(flipped)[0]["verdict"] == "supported"  # off by default (lay negation misfires)
     on = claims_verdicts(flipped, "program.grounding.check_negation=true")[0]
-    assert on["verdict"] == "unsupported" and on["reasons"][0].startswith("negation differs from its support")
+    assert on["verdict"] == "contradicted" and on["reasons"][0].startswith("negation differs from its support")
 
 
 def test_claims_options_are_checked_in_one_line():

@@ -7,7 +7,8 @@ appears in the note and (4) it names no specific term the note lacks: a word the
 splits into pieces (drug, test and disease names: "warfarin" -> war ##far ##in; everyday words such as "heart" are one
 piece) and that shares no 5-letter stem with a note word. Lay paraphrases pass (3) and (4); facts absent from the
 note (a drug, a dose, a test result) fail them. `on_unsupported=drop` removes unsupported sentences
-from the answer and re-applies the soft cut; `flag` keeps them and marks them.
+from the answer and re-applies the soft cut; `flag` keeps them and marks them. A flagged sentence's verdict says
+which way it fails: `contradicted` (the note states otherwise) or `not in the note`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,23 @@ from signatures.constrained import reply_bound
 from tasks.archehr.data import NoteSentence
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
+# a verdict per answer sentence: the note supports it, says otherwise, or does not say it
+SUPPORTED, CONTRADICTED, NOT_IN_NOTE = "supported", "contradicted", "not in the note"
+VERDICTS = (SUPPORTED, CONTRADICTED, NOT_IN_NOTE)
+
+
+def flagged(verdict: dict) -> bool:
+    """Is this answer sentence's verdict a flag (contradicted or not in the note)?"""
+    return verdict.get("verdict") != SUPPORTED
+
+
+def verdict_of(reasons: list[str], contradicting: tuple[str, ...] = ()) -> str:
+    """The verdict of the rules' reasons: `contradicted` when one starts with a `contradicting` phrase (the note
+    states the opposite), `not in the note` for any other reason (a number, drug or term the note lacks), else
+    `supported`."""
+    if not reasons:
+        return SUPPORTED
+    return CONTRADICTED if any(r.startswith(contradicting) for r in reasons if contradicting) else NOT_IN_NOTE
 # words the tokenizer may split that are not facts of the note
 _STOPWORDS = frozenset({"because", "therefore", "however", "although", "discharge", "hospital", "admission",
                         "patient", "during", "before", "after"})
@@ -108,7 +126,7 @@ class GroundingCheck(dspy.Module):
         if novel_terms:
             reasons.append(f"terms not in the note: {', '.join(novel_terms)}")
         judged = self.ask_judge(text, cited or support, reasons)
-        return {"verdict": "unsupported" if reasons else "supported", "support_ids": [s.id for s in support],
+        return {"verdict": verdict_of(reasons), "support_ids": [s.id for s in support],
                 "similarity": round(sims[ranked[0]], 4) if sims else None, "coverage": round(coverage, 4),
                 "reasons": reasons, **judged}
 
@@ -135,9 +153,9 @@ class GroundingCheck(dspy.Module):
                      **self.verdict(a["text"], cited.get(a["id"], []), sentences, facts)}
                     for a in answer_sentences]
         kept_answer = answer
-        dropped = [v["answer_id"] for v in verdicts if v["verdict"] == "unsupported"]
+        dropped = [v["answer_id"] for v in verdicts if flagged(v)]
         if self.on_unsupported == "drop" and answer is not None and dropped:
-            kept = " ".join(v["text"] for v in verdicts if v["verdict"] == "supported")
+            kept = " ".join(v["text"] for v in verdicts if not flagged(v))
             kept_answer = soft_cut(kept, self.max_words, self.soft_cut_ratio) if kept else ""
         return dspy.Prediction(verdicts=verdicts, answer=kept_answer,
                                dropped=dropped if self.on_unsupported == "drop" else [])

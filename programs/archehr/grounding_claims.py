@@ -16,7 +16,7 @@ check").
 from __future__ import annotations
 
 from common.errors import ConfigError
-from programs.archehr.grounding import GroundingCheck, NoteFacts, content
+from programs.archehr.grounding import GroundingCheck, NoteFacts, content, verdict_of
 from programs.archehr.offline.claims import (
     contradictions,
     named_drugs,
@@ -30,6 +30,7 @@ from retrieval.embed import Embedder
 from tasks.archehr.data import NoteSentence
 
 # lab tests whose mention is a claim (generic words such as "culture" or short ones such as "pt" are not)
+NEGATION_REASON = "negation differs from its support"
 _CLAIMED_TESTS = frozenset(t for t in TESTS if len(t) >= 3 and t not in {"culture", "cultures", "urinalysis"})
 
 
@@ -85,13 +86,13 @@ class ClaimsGroundingCheck(GroundingCheck):
         if self.check_negation and best is not None:
             flipped = contradictions(text, [s.text for s in (cited or [best])])
             if flipped:
-                reasons.append(f"negation differs from its support on: {', '.join(sorted(flipped))}")
+                reasons.append(f"{NEGATION_REASON} on: {', '.join(sorted(flipped))}")
         words_ = content(text)
         near = content(" ".join(s.text for s in (cited or support)))
         coverage = len(words_ & (near | facts.words)) / len(words_) if words_ else 1.0
         if coverage < self.min_coverage:
             reasons.append(f"{coverage:.0%} of its content words are in the note")
         judged = self.ask_judge(text, cited or support, reasons)
-        return {"verdict": "unsupported" if reasons else "supported", "support_ids": [s.id for s in support],
+        return {"verdict": verdict_of(reasons, (NEGATION_REASON,)), "support_ids": [s.id for s in support],
                 "similarity": round(sims[ranked[0]], 4) if sims else None, "coverage": round(coverage, 4),
                 "reasons": reasons, **judged}

@@ -11,6 +11,7 @@ from common.config_groups import chosen_name
 from common.coverage import describe
 from common.report_text import counts
 from lms.describe import lm_model
+from programs.archehr.grounding import CONTRADICTED, NOT_IN_NOTE, flagged
 from programs.archehr.pipeline import ROLES
 from programs.archehr.stages import uses_lm
 
@@ -42,8 +43,10 @@ def usage_summary(records: list[dict[str, Any]], roles: tuple[str, ...]) -> dict
                                if (runs := sum(1 for r in records if s in (r.get("usage") or {})))},
         "dropped_ids": sum(r.get("dropped_ids") or 0 for r in records),
         "grounding": {"answer_sentences": len(verdicts),
-                      "unsupported": sum(v["verdict"] == "unsupported" for v in verdicts),
-                      "cases_with_unsupported": sum(any(v["verdict"] == "unsupported" for v in r.get("grounding") or [])
+                      "unsupported": sum(flagged(v) for v in verdicts),
+                      "contradicted": sum(v["verdict"] == CONTRADICTED for v in verdicts),
+                      "not_in_note": sum(v["verdict"] == NOT_IN_NOTE for v in verdicts),
+                      "cases_with_unsupported": sum(any(flagged(v) for v in r.get("grounding") or [])
                                                     for r in records)} if verdicts else None,
         "note": "lm_calls counts calls that reached the model; DSPy cache hits report no usage and are not counted",
     }
@@ -86,7 +89,9 @@ def report_markdown(cfg: DictConfig, usage: dict[str, Any], scores: dict[str, An
              f"- unknown ids dropped: {usage['dropped_ids']}",
              f"- markup stripped from LM outputs (repairs): {counts(repairs)}",
              "- grounding: " + (f"{usage['grounding']['unsupported']} of {usage['grounding']['answer_sentences']} answer "
-                                f"sentences unsupported ({usage['grounding']['cases_with_unsupported']} cases)"
+                                f"sentences flagged ({usage['grounding'].get('contradicted', 0)} contradicted, "
+                                f"{usage['grounding'].get('not_in_note', 0)} not in the note; "
+                                f"{usage['grounding']['cases_with_unsupported']} cases)"
                                 if usage.get("grounding") else "off"), "", "## Stages", "",
              "| stage | LM calls | input tokens | output tokens | seconds |", "|---|---|---|---|---|"]
     for name, s in usage["stages"].items():

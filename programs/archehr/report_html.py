@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from common.html import bar_chart, esc, filters, page, table
+from programs.archehr.grounding import flagged
 from programs.archehr.report import describe_stages
 from tasks.archehr.data import Case, KeyCase
 from tasks.archehr.scoring import score_subtask2
@@ -54,6 +55,16 @@ def _quoted(text: str, note: dict[str, str]) -> list[str]:
     return [t for t in note if t and t in text]
 
 
+def _conflict(case: Case, verdict: dict[str, Any]) -> str:
+    """The note sentence a flagged answer sentence conflicts with, quoted beside it (the learned verifier's)."""
+    found = verdict.get("verifier") or {}
+    if not found.get("conflict_id"):
+        return ""
+    kind = f" ({esc(found['kind'])})" if found.get("kind") else ""
+    return (f'<span class="conflict">conflicts with note sentence {_cites(case, [found["conflict_id"]])}{kind}: '
+            f'&ldquo;{esc(found.get("conflict_text") or "")}&rdquo;</span>')
+
+
 def _answer(case: Case, record: dict[str, Any]) -> str:
     if record.get("answer") is None:
         return '<p class="muted">No note: Subtask 1 only.</p>'
@@ -73,9 +84,9 @@ def _answer(case: Case, record: dict[str, Any]) -> str:
         if not own and v is None:
             ids = [quoted[t] for t in _quoted(a["text"], quoted)]
         cites = _cites(case, ids)
-        if v and v["verdict"] == "unsupported":
-            parts.append(f'<p class="unsupported"><strong>unsupported:</strong> {esc(a["text"])}{cites} '
-                         f'<span class="muted">({esc("; ".join(v["reasons"]))})</span></p>')
+        if v and flagged(v):
+            parts.append(f'<p class="unsupported"><strong>{esc(v["verdict"])}:</strong> {esc(a["text"])}{cites} '
+                         f'<span class="muted">({esc("; ".join(v["reasons"]))})</span>{_conflict(case, v)}</p>')
         else:
             label = '<span class="tag good">supported</span>' if v else ""
             parts.append(f"<p>{esc(a['text'])}{cites} {label}</p>")
@@ -94,7 +105,7 @@ def case_section(case: Case, record: dict[str, Any], key: KeyCase | None) -> str
     errors = 0
     if key is not None:
         errors = len(selected ^ key.essential)
-    unsupported = sum(v["verdict"] == "unsupported" for v in record.get("grounding") or [])
+    unsupported = sum(flagged(v) for v in record.get("grounding") or [])
     fallbacks = record.get("fallbacks") or {}
     badges = [f'<span class="{"bad" if errors else "good"}">{errors} evidence disagreements with gold</span>'
               if key is not None else "",

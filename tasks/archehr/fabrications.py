@@ -212,12 +212,12 @@ class Score:
 
 def score(check: Callable[..., Any], items: Sequence[Answer]) -> Score:
     """Run `check(answer sentences, alignment, note sentences)` (a grounding check: `.verdicts`, each with
-    `answer_id`, `verdict` and `reasons`) on every answer and count its flags."""
+    `answer_id`, `verdict` and `reasons`; any verdict but "supported" is a flag) on every answer and count its flags."""
     s = Score()
     for item in items:
         texts = {x["id"]: x["text"] for x in item.sentences}
         for v in check(item.sentences, item.alignment, list(item.case.sentences)).verdicts:
-            flagged, kind = v["verdict"] == "unsupported", item.fabricated.get(v["answer_id"])
+            flagged, kind = v["verdict"] != "supported", item.fabricated.get(v["answer_id"])
             if kind is None:
                 s.negatives += 1
                 if flagged:

@@ -1,0 +1,51 @@
+"""`optimizer=fit`: a teleprompter for learned parts that say how they are fitted.
+
+It walks the student's sub-modules (as DSPy's teleprompters walk its predictors) and calls `fit(trainset, valset)`
+on each one that defines it, in place on a copy of the student; what each fit measured is kept in `fit_reports` for
+the compile report. It knows no program or stage names: a new learned part is new files only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dspy
+
+from common.errors import ConfigError
+
+
+def learned_parts(program: dspy.Module) -> list[tuple[str, Any]]:
+    """(name, module) of every sub-module with a callable `fit`."""
+    return [(name.removeprefix("self."), module) for name, module in program.named_sub_modules()
+            if callable(getattr(type(module), "fit", None)) and module is not program]
+
+
+class FitLearned:
+    def __init__(self, metric: Any = None, only: list[str] | None = None) -> None:
+        self.metric = metric  # kept for the compile runner's uniform signature; each part fits its own objective
+        self.only = list(only or [])
+        self.fit_reports: dict[str, Any] = {}
+
+    def compile(self, student: dspy.Module, *, trainset: list[dspy.Example],
+                valset: list[dspy.Example] | None = None) -> dspy.Module:
+        program = student.deepcopy()
+        parts = [(n, m) for n, m in learned_parts(program) if not self.only or n in self.only]
+        if not parts:
+            names = [n for n, _ in learned_parts(program)]
+            raise ConfigError("optimizer=fit: the program has no learned part to fit" +
+                              (f" named {self.only} (it has {names})" if self.only else
+                               " (a part defines fit(trainset, valset); e.g. program/archehr/grounding=learned)"))
+        for name, module in parts:
+            self.fit_reports[name] = module.fit(trainset, valset or [])
+        return program
+
+    def review(self, compiled: dspy.Module, valset: list[dspy.Example], metric: Any) -> dict[str, Any]:
+        """What each part's fit measured, one line each; a part whose fit says `refused` is not adopted (the runner
+        then keeps program.optimize.save_to as it was)."""
+        lines, refused = [], []
+        for name, fit in self.fit_reports.items():
+            shown = {k: v for k, v in (fit or {}).items() if not isinstance(v, (dict, list))}
+            lines.append(f"{name}: " + ", ".join(f"{k}={v}" for k, v in shown.items()))
+            if (fit or {}).get("refused"):
+                refused.append(f"{name}: {fit['refused']}")
+        return {"lines": lines, "refused": refused, "fits": self.fit_reports}

@@ -1,0 +1,59 @@
+"""Grounding by the rules of `grounding_claims.py` and a learned verifier (`verifier/module.py`): an answer sentence
+is flagged when either flags it (`rules: false` uses the verifier alone). Each verdict carries the verifier's
+probability, kind of conflict and the note sentence it conflicts with under `verifier`; the verdict is the
+verifier's when it flags (contradicted / not in the note), else the rules'.
+"""
+
+from __future__ import annotations
+
+from common.errors import ConfigError
+from programs.archehr.grounding import NOT_IN_NOTE, SUPPORTED, NoteFacts
+from programs.archehr.grounding_claims import ClaimsGroundingCheck
+from programs.archehr.offline.similarity import cosine_matrix
+from programs.archehr.verifier.module import LearnedVerifier
+from retrieval.embed import Embedder
+from tasks.archehr.data import NoteSentence
+
+PREMISE_WITHOUT_CITATIONS = 3  # an uncited answer sentence is checked against the note's closest sentences
+
+
+class LearnedGroundingCheck(ClaimsGroundingCheck):
+    def __init__(self, embedder: Embedder, min_similarity: float, number_tolerance: float, number_context: int,
+                 check_negation: bool, unknown_terms: str, on_unsupported: str, max_words: int, soft_cut_ratio: float,
+                 judge: str = "none", min_coverage: float = 0.0, verifier: dict | None = None,
+                 rules: bool = True) -> None:
+        super().__init__(embedder, min_similarity, number_tolerance, number_context, check_negation, unknown_terms,
+                         on_unsupported, max_words, soft_cut_ratio, judge, min_coverage)
+        if not isinstance(rules, bool):
+            raise ConfigError(f"program.grounding.rules must be true or false, not {rules!r}")
+        try:
+            self.verifier = LearnedVerifier(embedder, **dict(verifier or {}))
+        except TypeError as exc:  # an unknown setting
+            raise ConfigError(f"program.grounding.verifier: {exc}".replace("LearnedVerifier.__init__() ", "")) from None
+        self.rules = rules
+
+    def verdict(self, text: str, cited: list[NoteSentence], note: list[NoteSentence],
+                facts: NoteFacts | None = None) -> dict:
+        facts = facts or self.note_facts(note)
+        out = super().verdict(text, cited, note, facts)
+        if not self.rules:
+            out.update(verdict=SUPPORTED, reasons=[])
+        premise = cited
+        if not premise and facts.candidates:
+            sims = cosine_matrix(self.embedder, [text], [s.text for s in facts.candidates])[0]
+            premise = [facts.candidates[j] for j in sorted(range(len(sims)), key=lambda j: -sims[j])]
+            premise = premise[:PREMISE_WITHOUT_CITATIONS]
+        if not premise:
+            out["verifier"] = None
+            return out
+        found = self.verifier(answer_sentence=text, note_sentences=premise)
+        out["verifier"] = {"verdict": found.verdict, "probability": found.probability, "kind": found.kind,
+                           "conflict_id": found.conflict_id, "conflict_text": found.conflict_text,
+                           "threshold": round(self.verifier.threshold, 4)}
+        if found.verdict != SUPPORTED:
+            kind = f", {found.kind}" if found.kind else ""
+            out["reasons"] = [*out["reasons"], f"verifier: {found.verdict} (p={found.probability:.2f}{kind})"]
+            out["verdict"] = found.verdict
+        elif out["reasons"] and out["verdict"] == SUPPORTED:
+            out["verdict"] = NOT_IN_NOTE
+        return out
