@@ -156,6 +156,15 @@ class ProgramContract(ABC, Generic[Item]):
         """The response body of the record `predict` returned (`lm_failure`: what failed, when the fallback answered)."""
         raise ConfigError(f"program={self.name} cannot be served: its contract declares no serve_response()")
 
+    def serve_page(self) -> tuple[str, str] | None:
+        """The program's part of the page at `/` (serving/page.py): its form's HTML and a script defining
+        `programBody()` and `programRender(data)`; None: the page points to the JSON API."""
+        return None
+
+    def serve_echo(self, item: Item) -> dict[str, Any]:
+        """Fields of the item the response repeats as the program read it (ArchEHR: the note's numbered sentences)."""
+        return {}
+
     def serve_lm_failure(self, item: Item, failure: str) -> dict[str, Any] | None:
         """The record answered when the LM fails and the program has no non-LLM twin; None: a 502 naming the failure."""
         return None

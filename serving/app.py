@@ -2,7 +2,8 @@
 
 - `POST /v1/<program>/<verb>` (and any alias the contract keeps): the route, its request and response models and the
   adapters between them and the program's item and record come from the program's contract; this module knows no
-  program. `GET /health`; the OpenAPI document at `/openapi.json` (`/docs` renders it where a browser reaches a CDN).
+  program. `GET /` is a page to try it in a browser (serving/page.py); `GET /health`; the OpenAPI document at
+  `/openapi.json` (`/docs` renders it where a browser reaches a CDN).
 - At most `serve.max_concurrency` requests run at once (worker threads); up to `serve.max_queue` more wait; beyond
   that 429 with `Retry-After`. `serve.timeout_s` per request (504): work that has started cannot be stopped (a
   Python thread cannot be killed), so it keeps its worker until it really ends and `/health` counts it in
@@ -46,7 +47,7 @@ import dspy
 from dspy.utils.exceptions import LMError
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from omegaconf import DictConfig
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -56,6 +57,7 @@ from common.errors import ClinprogError
 from common.logs import printable
 from common.settings import ServeSettings, serve_settings
 from lms.errors import lm_failure
+from serving.page import page
 
 log = logging.getLogger("clinprog.serve")
 DRAIN_FACTOR = 8   # an oversized body is read (and dropped) up to this many limits, so its client reads the 413
@@ -402,6 +404,17 @@ def create_app(cfg: DictConfig, contract: ProgramContract, program: dspy.Module,
         except LMFailed as exc:
             return error(502, str(exc))
 
+    the_page = page(contract.name, lm_name, contract.serve_path(), token is not None,
+                    {"max_request_bytes": s.max_request_bytes, "max_sentences": s.max_sentences, "timeout_s": s.timeout_s},
+                    contract.serve_page())
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def home() -> HTMLResponse:
+        # the page holds no data (the token is typed into it): served without the token, like /health
+        return HTMLResponse(the_page, headers={"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
+                                                  "script-src 'unsafe-inline'; connect-src 'self'; img-src 'self'",
+                                               "X-Content-Type-Options": "nosniff"})
+
     @app.get("/health")
     def health() -> dict[str, Any]:
         return {"status": "ok", "program": contract.name, "lm": lm_name,
@@ -433,7 +446,7 @@ def create_app(cfg: DictConfig, contract: ProgramContract, program: dspy.Module,
             seconds = time.perf_counter() - start
             log.info("%s %s: %d sentences, %.2f s%s", contract.unit, name, sentences, seconds,
                      " (LM failed: the fallback answered)" if failure else "")
-            return contract.serve_response(record, failure, round(seconds, 4))
+            return {**contract.serve_response(record, failure, round(seconds, 4)), **contract.serve_echo(item)}
 
         return await run(work)
 

@@ -1,17 +1,14 @@
 """`task=serve` started as a user starts it, on 127.0.0.1, called with an HTTP client: every endpoint, every error
 class, concurrent requests (an LM failure answered by the documented fallback: test_serve_in_process.py)."""
 
-import os
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 
-from lms.local_server import free_port
-from tests.conftest import BUNDLED_CASES, ROOT
+from tests.conftest import BUNDLED_CASES
+from tests.serve_helpers import Server
 
 pytestmark = pytest.mark.integration
 
@@ -19,30 +16,6 @@ TOKEN = "test-token-123"
 NOTE = [{"id": "1", "text": "HOSPITAL COURSE:"},
         {"id": "2", "text": "Lisinopril was held because of hypotension and acute kidney injury."},
         {"id": "3", "text": "Her creatinine improved to 1.1 by discharge."}]
-
-
-class Server:
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen(
-            [sys.executable, str(ROOT / "main.py"), "task=serve", f"serve.port={self.port}", *args],
-            cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                if self.process.poll() is not None:
-                    raise RuntimeError(self.process.stderr.read()[-2000:]) from None
-                time.sleep(0.3)
-        raise RuntimeError("task=serve did not start")
-
-    def stop(self) -> None:
-        self.process.kill()
-        self.process.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +65,7 @@ def test_the_official_xml_of_one_case_is_accepted(archehr):
 
 @pytest.mark.parametrize(("body", "content", "token", "status", "message"), [
     (None, b"{bad", TOKEN, 422, "malformed JSON at character 1"),
-    ({"sentences": NOTE}, None, TOKEN, 422, "body: give patient_narrative (with sentences) or xml"),
+    ({"sentences": NOTE}, None, TOKEN, 422, "body: give patient_narrative (with sentences or note) or xml"),
     ({"patient_narrative": "q", "sentences": [{"id": "1", "text": "a"}, {"id": "1", "text": "b"}]}, None, TOKEN,
      422, "duplicate ids ['1']"),
     ({"patient_narrative": "q", "sentences": [{"id": "1"}]}, None, TOKEN, 422, "sentences.0.text: Field required"),

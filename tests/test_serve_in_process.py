@@ -39,3 +39,24 @@ def test_an_lm_failure_is_answered_by_the_documented_fallback(tmp_path, monkeypa
         assert r.json()["line"] == "n1 0 -1 NA" and r.json()["outcome"] == "lm_failure" and r.json()["lm_failure"]
         bad = mediqa.post("/v1/mediqa_corr/correct", json={"sentences": [{"id": "x", "text": "a"}]})
         assert bad.status_code == 422 and "ids must be integers" in bad.json()["error"]
+
+
+def test_a_note_given_as_text_is_numbered_as_the_page_numbers_it_and_echoed(monkeypatch):
+    from common.note_text import split_note
+
+    monkeypatch.delenv("CLINPROG_SERVE_TOKEN", raising=False)
+    text = "HOSPITAL COURSE:\nLisinopril was held. Creatinine improved to 1.1 by discharge.\n\n  Discharged home."
+    assert split_note(text) == ["HOSPITAL COURSE:", "Lisinopril was held.", "Creatinine improved to 1.1 by discharge.",
+                                "Discharged home."]
+    with served("program=archehr", "program/archehr/question=baseline") as archehr:
+        r = archehr.post("/v1/archehr/answer", json={"patient_narrative": "Why was my lisinopril stopped?",
+                                                     "note": text})
+        assert r.status_code == 200, r.text
+        assert [s["id"] for s in r.json()["sentences"]] == ["1", "2", "3", "4"]
+        assert r.json()["sentences"][1]["text"] == "Lisinopril was held."
+        assert set(r.json()["evidence_ids"]) <= {"1", "2", "3", "4"} and r.json()["answer_sentences"]
+        both = archehr.post("/v1/archehr/answer", json={"patient_narrative": "Why?", "note": text, "sentences": NOTE})
+        assert both.status_code == 422 and "not both" in both.json()["error"]
+        page = archehr.get("/")
+        assert page.status_code == 200 and "programRender" in page.text and "default-src 'none'" in \
+            page.headers["content-security-policy"]

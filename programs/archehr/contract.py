@@ -16,6 +16,7 @@ from common.config_groups import chosen_name, options
 from common.contract import Inputs, ProgramContract
 from common.coverage import coverage, foreign
 from common.errors import ClinprogError, ConfigError
+from common.note_text import split_note
 from common.resources import Resources
 from common.usage import repairs_summary
 from programs.archehr import objectives as objectives_module
@@ -344,10 +345,21 @@ class ArchEHRContract(ProgramContract[Case]):
             if len(cases) != 1:
                 raise ArchEHRDataError(f"xml: one <case> per request, not {len(cases)}")
             return cases[0]
+        sentences = tuple(NoteSentence(x.id, x.text) for x in request.sentences)
+        if request.note is not None:
+            sentences = tuple(NoteSentence(str(n), t) for n, t in enumerate(split_note(request.note), 1))
         return Case(request.case_id, request.patient_narrative or "", tuple(request.patient_question),
-                    request.clinician_question, None, tuple(NoteSentence(x.id, x.text) for x in request.sentences))
+                    request.clinician_question, None, sentences)
+
+    def serve_page(self) -> tuple[str, str]:
+        from programs.archehr.serve_page import FORM, SCRIPT
+
+        return FORM, SCRIPT
+
+    def serve_echo(self, item: Case) -> dict[str, Any]:
+        return {"sentences": [{"id": s.id, "text": s.text} for s in item.sentences]}
 
     def serve_response(self, record: dict[str, Any], lm_failure: str | None, seconds: float) -> dict[str, Any]:
-        keys = ("case_id", "clinician_question", "evidence_ids", "scores", "selection", "answer", "alignment",
-                "grounding", "fallbacks", "usage")
+        keys = ("case_id", "clinician_question", "evidence_ids", "scores", "selection", "answer", "answer_sentences",
+                "alignment", "grounding", "fallbacks", "usage")
         return {**{k: record.get(k) for k in keys}, "lm_failure": lm_failure, "seconds": seconds}

@@ -23,12 +23,16 @@ class ArchEHRRequest(BaseModel):
     patient_question: list[str] = Field(default_factory=list, description="marked question phrases, if any")
     clinician_question: str | None = Field(None, description="given (ArchEHR-QA 2025) or produced by stage 1")
     sentences: list[NoteSentenceIn] = Field(default_factory=list, description="the note excerpt, one item a sentence")
+    note: str | None = Field(None, description="alternatively: the note as plain text, split into sentences numbered "
+                                               "from 1 (one per line; a line of several split at sentence ends)")
     xml: str | None = Field(None, description="alternatively: `<annotations><case>...</case></annotations>`")
 
     @model_validator(mode="after")
     def one_form(self) -> ArchEHRRequest:
         if self.xml is None and not (self.patient_narrative or "").strip():
-            raise ValueError("give patient_narrative (with sentences) or xml")
+            raise ValueError("give patient_narrative (with sentences or note) or xml")
+        if self.note is not None and self.sentences:
+            raise ValueError("give the note as sentences or as note text, not both")
         counts = Counter(s.id for s in self.sentences)  # linear: 76,000 ids are one pass, not 76,000 scans
         dupes = sorted(i for i, n in counts.items() if n > 1)
         if dupes:
@@ -44,6 +48,9 @@ class ArchEHRResponse(BaseModel):
     scores: dict[str, int] | None
     selection: str | None
     answer: str | None
+    answer_sentences: list[dict[str, Any]] | None = None
+    sentences: list[dict[str, str]] = Field(default_factory=list, description="the note's sentences as read (ids "
+                                                                               "and texts; a `note` text numbered)")
     alignment: list[dict[str, Any]]
     grounding: list[dict[str, Any]] | None
     fallbacks: dict[str, str]

@@ -12,6 +12,8 @@ from pydantic import BaseModel
 
 from common.contract import Inputs, ProgramContract
 from common.coverage import coverage, describe, foreign
+from common.errors import ClinprogError
+from common.note_text import split_note
 from common.report_text import counts
 from common.resources import Resources
 from common.usage import repairs_summary
@@ -211,8 +213,20 @@ class MediqaCorrContract(ProgramContract[Note]):
         return MediqaRequest, MediqaResponse
 
     def serve_item(self, request: BaseModel) -> Note:
-        return Note(request.text_id, " ".join(x.text for x in request.sentences),
-                    tuple((x.id, x.text) for x in request.sentences))
+        pairs = [(x.id, x.text) for x in request.sentences]
+        if request.note is not None:
+            pairs = [(str(n), t) for n, t in enumerate(split_note(request.note))]
+        if not pairs:
+            raise ClinprogError("note: no sentence in the note text")
+        return Note(request.text_id, " ".join(t for _, t in pairs), tuple(pairs))
+
+    def serve_page(self) -> tuple[str, str]:
+        from programs.mediqa_corr.serve_page import FORM, SCRIPT
+
+        return FORM, SCRIPT
+
+    def serve_echo(self, item: Note) -> dict[str, Any]:
+        return {"sentences": [{"id": i, "text": t} for i, t in item.sentences]}
 
     def serve_lm_failure(self, item: Note, failure: str) -> dict[str, Any]:
         """No LM, no review: the documented answer is "no error" (the line the official scorer reads as flag 0)."""

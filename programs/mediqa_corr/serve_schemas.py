@@ -15,10 +15,17 @@ class SentenceIn(BaseModel):
 
 class MediqaRequest(BaseModel):
     text_id: str = "request"
-    sentences: list[SentenceIn] = Field(min_length=1, description="the note, one item a sentence; ids are integers")
+    sentences: list[SentenceIn] = Field(default_factory=list, description="the note, one item a sentence; ids are "
+                                                                          "integers")
+    note: str | None = Field(None, description="alternatively: the note as plain text, split into sentences numbered "
+                                               "from 0 (one per line; a line of several split at sentence ends)")
 
     @model_validator(mode="after")
     def integer_ids(self) -> MediqaRequest:
+        if self.note is not None and self.sentences:
+            raise ValueError("give the note as sentences or as note text, not both")
+        if self.note is None and not self.sentences:
+            raise ValueError("sentences: give at least one (or the note as text in note)")
         bad = [s.id for s in self.sentences if not s.id.lstrip("-").isdigit()]
         if bad:
             raise ValueError(f"sentences: ids must be integers, not {bad[:5]}")
@@ -39,3 +46,4 @@ class MediqaResponse(BaseModel):
     episodes: list[dict[str, Any]]
     usage: dict[str, Any]
     seconds: float
+    sentences: list[dict[str, str]] = Field(default_factory=list, description="the note's sentences as read")

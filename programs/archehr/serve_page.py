@@ -1,0 +1,57 @@
+"""The ArchEHR part of the page `task=serve` shows at `/` (serving/page.py assembles it): the form and how a
+response is shown: the clinician question, the answer with citation links and grounding verdicts, the note with
+the evidence highlighted. Everything from the response is set as text (the page's `el` helper), never as HTML."""
+
+FORM = """<label for="message">Patient's message</label><textarea id="message" rows="4"></textarea>
+<label for="note">Clinical note (pasted text: split into numbered sentences, one per line or at sentence ends)</label>
+<textarea id="note" rows="12"></textarea>
+<label for="xml">…or one ArchEHR case as XML (<code>&lt;annotations&gt;&lt;case&gt;</code>)</label>
+<input type="file" id="xml" accept=".xml,text/xml">"""
+
+SCRIPT = r"""
+async function programBody() {
+  const file = $('xml').files[0];
+  if (file) return {xml: await file.text()};
+  return {patient_narrative: $('message').value, note: $('note').value};
+}
+function programRender(d) {
+  const out = el('section', {class: 'result'});
+  out.append(el('h2', {}, 'Clinician question'), el('p', {id: 'question'}, d.clinician_question));
+  const evidence = new Set(d.evidence_ids || []);
+  const scores = d.scores || {};
+  const classOf = (id) => evidence.has(id) ? 'essential' : (scores[id] === 3 ? 'supplementary' : '');
+  out.append(el('h2', {}, 'Answer'));
+  const answer = el('div', {class: 'answer', id: 'answer'});
+  const links = {};
+  for (const a of d.alignment || []) links[a.answer_id] = a.evidence_id || [];
+  const verdicts = {};
+  for (const v of d.grounding || []) verdicts[v.answer_id] = v;
+  const sentences = d.answer_sentences && d.answer_sentences.length ? d.answer_sentences : [{id: '1', text: d.answer || ''}];
+  for (const a of sentences) {
+    const v = verdicts[a.id];
+    const flagged = v && v.verdict !== 'supported';
+    const p = el('p', {class: flagged ? 'flagged' : ''}, a.text);
+    for (const id of links[a.id] || []) p.append(cite(id));
+    if (v) {
+      p.append(el('span', {class: 'verdict ' + (flagged ? 'flagged' : 'supported')}, v.verdict));
+      if (flagged && (v.reasons || []).length) p.append(el('span', {class: 'muted'}, ' ' + v.reasons.join('; ')));
+      const found = v.verifier || {};
+      if (flagged && found.conflict_id) {
+        const c = el('span', {class: 'conflict'}, 'conflicts with note sentence ');
+        c.append(cite(found.conflict_id), ` ${found.kind ? '(' + found.kind + ')' : ''}: “${found.conflict_text || ''}”`);
+        p.append(c);
+      }
+    }
+    answer.append(p);
+  }
+  out.append(answer);
+  out.append(el('h2', {}, 'Note'), el('p', {class: 'legend muted'},
+    el('span', {class: 'essential'}, 'essential: selected as evidence'),
+    el('span', {class: 'supplementary'}, 'supplementary: scored 3 of 5')));
+  out.append(noteList(d.sentences || [], classOf));
+  if (d.fallbacks && Object.keys(d.fallbacks).length)
+    out.append(el('p', {class: 'muted'}, 'Fallbacks: ' + JSON.stringify(d.fallbacks)));
+  if (d.lm_failure) out.append(el('p', {class: 'muted'}, 'LM failure (the non-LLM program answered): ' + d.lm_failure));
+  return out;
+}
+"""

@@ -1,0 +1,161 @@
+"""The page `task=serve` shows at `/` (issue #40), in a real browser: Debian's chromium driven by Playwright.
+
+A person pastes a message and a note of their own and sees the question, the highlighted evidence and the cited
+answer; HTML and scripts pasted into either box show as text and never run; a 3 MB note gets the API's refusal
+line; with a token configured the page asks for it and a wrong one shows the refusal. Screenshots go to
+$CLINPROG_SCREENSHOTS (else the test's tmp folder)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lms.local_server import free_port
+from tests.serve_helpers import Server
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (.ci/run "
+                                 "installs it: apt-get install -y chromium)")]
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]
+TOKEN = "page-token-42"
+MESSAGE = "My mother fell and broke her hip. Why did they give her shots in the belly after the operation?"
+NOTE = ("DISCHARGE SUMMARY\n"
+        "Patient underwent hemiarthroplasty of the left hip for a displaced femoral neck fracture.\n"
+        "Enoxaparin 40 mg subcutaneously daily was started on postoperative day 1 for DVT prophylaxis and will "
+        "continue for 28 days. She worked with physical therapy and walked with a walker. Pain was controlled with "
+        "acetaminophen.\nShe was discharged to a rehabilitation facility.")
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    # the default program (learned stages, no LM); one server without a token and one with
+    plain = Server("program=archehr", f"hydra.run.dir={tmp_path_factory.mktemp('page')}")
+    guarded = Server("program=archehr", "program/archehr/question=baseline",
+                     f"hydra.run.dir={tmp_path_factory.mktemp('page_token')}", env={"CLINPROG_SERVE_TOKEN": TOKEN})
+    yield plain, guarded
+    plain.stop()
+    guarded.stop()
+
+
+@pytest.fixture(scope="module")
+def mediqa(tmp_path_factory):
+    # MEDIQA-CORR needs an LM; one that is down makes every request the documented fallback (no error flagged)
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    server = Server("program=mediqa_corr", "program.search.enabled=false", "lm=openai_compatible",
+                    f"lm.client.api_base={dead}", "lm.client.check=false", "lm.client.num_retries=0",
+                    f"cache_dir={tmp_path_factory.mktemp('cache')}",
+                    f"hydra.run.dir={tmp_path_factory.mktemp('page_mediqa')}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield b
+        b.close()
+
+
+def shots(tmp_path: Path) -> Path:
+    folder = Path(os.environ.get("CLINPROG_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def open_page(browser, server):
+    page = browser.new_page(viewport={"width": 1100, "height": 1000})
+    errors, dialogs, outside = [], [], []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.on("request", lambda r: None if r.url.startswith(server.url) else outside.append(r.url))
+    page.goto(server.url + "/")
+    return page, errors, dialogs, outside
+
+
+def test_a_pasted_message_and_note_show_the_question_the_evidence_and_the_cited_answer(browser, servers, tmp_path):
+    page, errors, _, outside = open_page(browser, servers[0])
+    assert page.locator("#token").count() == 0  # no token configured: none asked for
+    page.fill("#message", MESSAGE)
+    page.fill("#note", NOTE)
+    page.click("#run")
+    page.wait_for_selector("#question", timeout=120_000)
+    question = page.inner_text("#question").strip()
+    assert question.endswith("?") and 2 <= len(question.split()) <= 15
+    note = page.locator("ol.note li")
+    assert note.count() == 6 and note.nth(0).inner_text().startswith("[1]")  # the pasted text, numbered per sentence
+    assert page.locator("ol.note li.essential").count() >= 1
+    cites = page.locator("#answer a.cite")
+    assert cites.count() >= 1
+    for i in range(cites.count()):  # every citation is a note sentence of this note
+        target = cites.nth(i).get_attribute("href")
+        assert page.locator(target).count() == 1
+    cites.first.click()
+    assert page.locator("ol.note li.target").count() == 1
+    page.screenshot(path=str(shots(tmp_path) / "page_run.png"), full_page=True)
+    assert errors == [] and outside == []
+
+
+def test_html_and_scripts_pasted_into_both_boxes_show_as_text(browser, servers, tmp_path):
+    page, errors, dialogs, _ = open_page(browser, servers[0])
+    hostile = '<script>window.pwned = 1; alert("x")</script><img src=x onerror="window.pwned = 2">'
+    page.fill("#message", f"Is my <b>left</b> knee infected? {hostile}")
+    page.fill("#note", f"Left knee effusion was aspirated. {hostile}\nCulture grew no <i>bacteria</i>.")
+    page.click("#run")
+    page.wait_for_selector("#question", timeout=120_000)
+    result = page.inner_text("#result")
+    assert "<img src=x" in result or "<script>" in result  # the pasted markup is shown as characters
+    assert page.locator("#result img, #result script, #result b, #result i").count() == 0
+    assert page.evaluate("window.pwned") is None and dialogs == [] and errors == []
+    page.screenshot(path=str(shots(tmp_path) / "page_markup_as_text.png"), full_page=True)
+
+
+def test_a_3_mb_note_gets_the_apis_refusal_line(browser, servers, tmp_path):
+    page, errors, _, _ = open_page(browser, servers[0])
+    page.fill("#message", MESSAGE)
+    page.evaluate("document.getElementById('note').value = 'The patient is stable. '.repeat(140000)")  # 3.2 MB
+    page.click("#run")
+    refusal = page.wait_for_selector(".refusal", timeout=60_000).inner_text()
+    assert "HTTP 413" in refusal and "is over serve.max_request_bytes=2000000" in refusal
+    assert page.locator("#question").count() == 0 and not page.is_disabled("#run")
+    page.screenshot(path=str(shots(tmp_path) / "page_too_large.png"))
+    assert errors == []
+
+
+def test_with_a_token_the_page_asks_for_it_and_a_wrong_one_is_refused(browser, servers, tmp_path):
+    page, errors, _, _ = open_page(browser, servers[1])
+    assert page.locator("#token").count() == 1
+    page.fill("#message", MESSAGE)
+    page.fill("#note", NOTE)
+    page.fill("#token", "wrong")
+    page.click("#run")
+    refusal = page.wait_for_selector(".refusal", timeout=60_000).inner_text()
+    assert "HTTP 401" in refusal and "missing or wrong bearer token" in refusal and "Traceback" not in refusal
+    page.screenshot(path=str(shots(tmp_path) / "page_wrong_token.png"))
+    page.fill("#token", TOKEN)
+    page.click("#run")
+    page.wait_for_selector("#question", timeout=120_000)
+    assert page.locator(".refusal").count() == 0 and errors == []
+    assert TOKEN not in page.url
+
+
+def test_the_mediqa_page_numbers_a_pasted_note_and_shows_the_fallback_when_the_lm_is_down(browser, mediqa, tmp_path):
+    page, errors, _, _ = open_page(browser, mediqa)
+    assert page.locator("#message").count() == 0  # a note only
+    page.fill("#note", "A 45-year-old man has fever and a red, warm abscess on his thigh.\n"
+                       "He is treated with penicillin for MRSA. Culture <b>is</b> pending.")
+    page.click("#run")
+    page.wait_for_selector("#lm-failure", timeout=120_000)
+    assert page.inner_text("h2") == "No error found" and "lm=openai_compatible" in page.inner_text("#lm-failure")
+    ids = [page.locator("ol.note li").nth(i).get_attribute("data-id") for i in range(page.locator("ol.note li").count())]
+    assert ids == ["0", "1", "2"] and page.locator("#result b").count() == 0
+    assert page.locator("details summary").inner_text().startswith("Agent trace")
+    page.screenshot(path=str(shots(tmp_path) / "page_mediqa_fallback.png"), full_page=True)
+    assert errors == []
