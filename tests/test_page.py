@@ -32,14 +32,13 @@ NOTE = ("DISCHARGE SUMMARY\n"
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory):
-    # the default program (learned stages, no LM); one server without a token and one with
-    plain = Server("program=archehr", f"hydra.run.dir={tmp_path_factory.mktemp('page')}")
-    guarded = Server("program=archehr", "program/archehr/question=baseline",
-                     f"hydra.run.dir={tmp_path_factory.mktemp('page_token')}", env={"CLINPROG_SERVE_TOKEN": TOKEN})
-    yield plain, guarded
-    plain.stop()
-    guarded.stop()
+def archehr(tmp_path_factory):
+    # the default program (learned stages, no LM) behind a token: the page asks for it (a page without a token asks
+    # for none: tests/test_serve_in_process.py)
+    server = Server("program=archehr", f"hydra.run.dir={tmp_path_factory.mktemp('page')}",
+                    env={"CLINPROG_SERVE_TOKEN": TOKEN})
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -70,19 +69,20 @@ def shots(tmp_path: Path) -> Path:
     return folder
 
 
-def open_page(browser, server):
+def open_page(browser, server, token: str | None = TOKEN):
     page = browser.new_page(viewport={"width": 1100, "height": 1000})
     errors, dialogs, outside = [], [], []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     page.on("request", lambda r: None if r.url.startswith(server.url) else outside.append(r.url))
     page.goto(server.url + "/")
+    if token is not None and page.locator("#token").count():
+        page.fill("#token", token)
     return page, errors, dialogs, outside
 
 
-def test_a_pasted_message_and_note_show_the_question_the_evidence_and_the_cited_answer(browser, servers, tmp_path):
-    page, errors, _, outside = open_page(browser, servers[0])
-    assert page.locator("#token").count() == 0  # no token configured: none asked for
+def test_a_pasted_message_and_note_show_the_question_the_evidence_and_the_cited_answer(browser, archehr, tmp_path):
+    page, errors, _, outside = open_page(browser, archehr)
     page.fill("#message", MESSAGE)
     page.fill("#note", NOTE)
     page.click("#run")
@@ -103,8 +103,8 @@ def test_a_pasted_message_and_note_show_the_question_the_evidence_and_the_cited_
     assert errors == [] and outside == []
 
 
-def test_html_and_scripts_pasted_into_both_boxes_show_as_text(browser, servers, tmp_path):
-    page, errors, dialogs, _ = open_page(browser, servers[0])
+def test_html_and_scripts_pasted_into_both_boxes_show_as_text(browser, archehr, tmp_path):
+    page, errors, dialogs, _ = open_page(browser, archehr)
     hostile = '<script>window.pwned = 1; alert("x")</script><img src=x onerror="window.pwned = 2">'
     page.fill("#message", f"Is my <b>left</b> knee infected? {hostile}")
     page.fill("#note", f"Left knee effusion was aspirated. {hostile}\nCulture grew no <i>bacteria</i>.")
@@ -117,8 +117,8 @@ def test_html_and_scripts_pasted_into_both_boxes_show_as_text(browser, servers, 
     page.screenshot(path=str(shots(tmp_path) / "page_markup_as_text.png"), full_page=True)
 
 
-def test_a_3_mb_note_gets_the_apis_refusal_line(browser, servers, tmp_path):
-    page, errors, _, _ = open_page(browser, servers[0])
+def test_a_3_mb_note_gets_the_apis_refusal_line(browser, archehr, tmp_path):
+    page, errors, _, _ = open_page(browser, archehr)
     page.fill("#message", MESSAGE)
     page.evaluate("document.getElementById('note').value = 'The patient is stable. '.repeat(140000)")  # 3.2 MB
     page.click("#run")
@@ -129,8 +129,8 @@ def test_a_3_mb_note_gets_the_apis_refusal_line(browser, servers, tmp_path):
     assert errors == []
 
 
-def test_with_a_token_the_page_asks_for_it_and_a_wrong_one_is_refused(browser, servers, tmp_path):
-    page, errors, _, _ = open_page(browser, servers[1])
+def test_with_a_token_the_page_asks_for_it_and_a_wrong_one_is_refused(browser, archehr, tmp_path):
+    page, errors, _, _ = open_page(browser, archehr, token=None)
     assert page.locator("#token").count() == 1
     page.fill("#message", MESSAGE)
     page.fill("#note", NOTE)
@@ -147,7 +147,7 @@ def test_with_a_token_the_page_asks_for_it_and_a_wrong_one_is_refused(browser, s
 
 
 def test_the_mediqa_page_numbers_a_pasted_note_and_shows_the_fallback_when_the_lm_is_down(browser, mediqa, tmp_path):
-    page, errors, _, _ = open_page(browser, mediqa)
+    page, errors, _, _ = open_page(browser, mediqa, token=None)
     assert page.locator("#message").count() == 0  # a note only
     page.fill("#note", "A 45-year-old man has fever and a red, warm abscess on his thigh.\n"
                        "He is treated with penicillin for MRSA. Culture <b>is</b> pending.")

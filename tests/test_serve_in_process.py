@@ -60,3 +60,4 @@ def test_a_note_given_as_text_is_numbered_as_the_page_numbers_it_and_echoed(monk
         page = archehr.get("/")
         assert page.status_code == 200 and "programRender" in page.text and "default-src 'none'" in \
             page.headers["content-security-policy"]
+        assert 'id="token"' not in page.text  # no token configured: the page asks for none
