@@ -4,7 +4,7 @@
 
 Not part of the test suite (each case has its test there): the whole list in one go, as a hostile user would try it,
 so that the next round starts from a green probe. The serving items run against a real `python main.py task=serve`
-process (a free port, a temporary run folder, a bearer token, the default offline program and serve.* defaults);
+process (a free port, a temporary run folder, a bearer token, the default no-LM program and serve.* defaults);
 the command-line items run real `python main.py ...` processes, a few at a time (`--jobs`). Offline: no API key, no
 network (HF_HUB_OFFLINE=1); everything is written under one temporary folder, removed at the end unless `--keep`.
 
@@ -794,7 +794,7 @@ class HealthWatch:
 
 
 class Server:
-    """`python main.py task=serve` (the default offline program) on a free port, with a bearer token."""
+    """`python main.py task=serve` (the default no-LM program) on a free port, with a bearer token."""
 
     def __init__(self, tmp: Path) -> None:
         self.port = free_port()

@@ -32,7 +32,7 @@ from common.config_groups import compose_config  # noqa: E402
 from runners.dspy_setup import configure_dspy  # noqa: E402
 from runners.executors.local import LocalExecutor  # noqa: E402
 from runners.executors.ray_executor import RayExecutor  # noqa: E402
-from runners.program import choose_lm_or_offline, contract_for  # noqa: E402
+from runners.program import choose_lm_or_no_lm, contract_for  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results_ray_throughput.txt"
 
@@ -136,7 +136,7 @@ def request_sizes(cases: int) -> str:
                              f"data.limit={cases}", "metrics.bertscore=null", f"cache_dir={ROOT / '.cache' / 'bench_ray'}")
         contract = contract_for(cfg)
         todo = contract.load(cfg).items
-        roles = choose_lm_or_offline(cfg, contract)
+        roles = choose_lm_or_no_lm(cfg, contract)
         configure_dspy(cfg)
         program = contract.build(cfg, build_role_lms(cfg.lm, roles))
         for case in todo:
@@ -173,7 +173,7 @@ def main() -> None:
     cfg = compose_config(*overrides)
     contract = contract_for(cfg)
     todo = contract.load(cfg).items
-    roles = choose_lm_or_offline(cfg, contract)
+    roles = choose_lm_or_no_lm(cfg, contract)
     if not args.no_local:
         import torch
 
@@ -191,7 +191,7 @@ def main() -> None:
         torch.set_num_threads(default_threads)
     for workers in args.workers:
         ray_cfg = compose_config(*overrides, "executor=ray", f"executor.num_workers={workers}")
-        choose_lm_or_offline(ray_cfg, contract)
+        choose_lm_or_no_lm(ray_cfg, contract)
         rows.append((f"ray, {workers} worker{'s' * (workers > 1)}", timed(RayExecutor(ray_cfg), todo, None, 2 * workers)))
         print(rows[-1][0], {k: v for k, v in rows[-1][1].items() if k != "records"}, flush=True)
     trip = round_trip_ms()

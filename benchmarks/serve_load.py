@@ -1,4 +1,4 @@
-"""Bounded load test of `task=serve` (offline ArchEHR program): N requests, C at a time, from the dev cases.
+"""Bounded load test of `task=serve` (no-LM ArchEHR program): N requests, C at a time, from the dev cases.
 
     python benchmarks/serve_load.py [--requests 500] [--concurrency 8]
 
@@ -66,7 +66,7 @@ def main() -> None:
     errors = sum(1 for _, status in results if status != 200)
     p = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000  # noqa: E731
     print(f"{args.requests} requests, {args.concurrency} concurrent, serve.max_concurrency={args.max_concurrency}, "
-          f"offline ArchEHR program, dev cases ({statistics.mean(len(b['sentences']) for b in bodies):.0f} "
+          f"no-LM ArchEHR program, dev cases ({statistics.mean(len(b['sentences']) for b in bodies):.0f} "
           f"sentences on average), {os.cpu_count()} CPUs\n")
     print("| p50 ms | p95 ms | p99 ms | throughput req/s | errors |")
     print("|---|---|---|---|---|")

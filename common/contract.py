@@ -70,7 +70,7 @@ class ProgramContract(ABC, Generic[Item]):
 
     # --- the program --------------------------------------------------------------------------------------------
     def lm_roles(self, cfg: DictConfig) -> list[str]:
-        """The roles that call an LM under this config (an all-offline program needs none)."""
+        """The roles that call an LM under this config (a program with no LM stage needs none)."""
         return list(self.roles)
 
     @abstractmethod

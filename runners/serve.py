@@ -23,28 +23,28 @@ def no_lm_twin(cfg: DictConfig, contract: ProgramContract, overrides: list[str] 
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig
 
-    from runners.program import choose_lm_or_offline
+    from runners.program import choose_lm_or_no_lm
 
     if HydraConfig.initialized() and GlobalHydra.instance().is_initialized():  # under main.py: the user's overrides
         overrides = [o for o in HydraConfig.get().overrides.task if not o.lstrip("+~").startswith(("lm=", "lm."))]
         # a program found on a search path the user added (hydra.searchpath=[...]) is found again
         overrides += [o for o in HydraConfig.get().overrides.hydra if o.startswith("hydra.searchpath")]
-        offline_cfg = compose(config_name="config", overrides=[*overrides, "lm=none"])
+        no_lm_cfg = compose(config_name="config", overrides=[*overrides, "lm=none"])
     elif overrides is not None:  # a script that says how it composed cfg (common.config_groups.compose_config)
         from common.config_groups import compose_config
 
-        offline_cfg = compose_config(*[o for o in overrides if not o.lstrip("+~").startswith(("lm=", "lm."))],
+        no_lm_cfg = compose_config(*[o for o in overrides if not o.lstrip("+~").startswith(("lm=", "lm."))],
                                      "lm=none")
     else:  # a composed config handed in (scripts, notebooks)
-        offline_cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
-        with open_dict(offline_cfg):
-            offline_cfg.lm.client = None
+        no_lm_cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+        with open_dict(no_lm_cfg):
+            no_lm_cfg.lm.client = None
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # its "no LM chosen" line would mislead: an LM is chosen
-            roles = choose_lm_or_offline(offline_cfg, contract)
+            roles = choose_lm_or_no_lm(no_lm_cfg, contract)
     except ConfigError:
         return None
-    return None if roles else contract.build(offline_cfg, {})
+    return None if roles else contract.build(no_lm_cfg, {})
 
 
 def warm_up(program: Any) -> None:
@@ -86,13 +86,13 @@ def build_app(cfg: DictConfig, overrides: list[str] | None = None) -> tuple[Any,
     from common.settings import serve_settings
     from lms import build_role_lms
     from runners.dspy_setup import configure_dspy
-    from runners.program import choose_lm_or_offline, contract_for
+    from runners.program import choose_lm_or_no_lm, contract_for
     from serving.app import create_app
 
     settings = serve_settings(cfg)  # serve.* checked before anything loads
     contract = contract_for(cfg)
     contract.serve_schemas()  # a program that cannot be served says so before anything loads
-    roles = choose_lm_or_offline(cfg, contract)
+    roles = choose_lm_or_no_lm(cfg, contract)
     configure_dspy(cfg)
     program = contract.build(cfg, build_role_lms(cfg.lm, roles) if roles else {})  # the program loads here, once
     twin = no_lm_twin(cfg, contract, overrides) if roles else None

@@ -86,7 +86,7 @@ def test_an_answer_without_any_support_cites_the_selected_evidence(dummy_lm, bun
     assert pred.answer == "Something. |4,5,6|" and "citations" in pred.fallbacks
 
 
-def test_cli_runs_offline_then_evaluates_the_official_file(tmp_path):
+def test_cli_runs_without_an_lm_then_evaluates_the_official_file(tmp_path):
     out = tmp_path / "run"
     proc = run_main("program=archehr2025", "metrics.bertscore=null",
                     f"hydra.run.dir={out}", "progress=false")

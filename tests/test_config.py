@@ -59,7 +59,7 @@ def test_retrieval_groups_compose_and_instantiate_lazily(group, option, tmp_path
         assert not (tmp_path / "no-index").exists()
 
 
-def test_defaults_are_the_offline_program_without_an_lm():
+def test_defaults_are_the_no_lm_program():
     cfg = compose_cfg()
     assert cfg.program.name == "archehr" and cfg.lm.client is None and cfg.task._target_ == "runners.program.run"
     assert compose_cfg("lm=embedded").lm.client.model == "smollm2-135m-instruct"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from common.errors import ConfigError
-from runners.program import choose_lm_or_offline, contract_for
+from runners.program import choose_lm_or_no_lm, contract_for
 from tests.builders import config
 from tests.conftest import BUNDLED_KEY, ROOT
 
@@ -57,12 +57,12 @@ def test_lm_roles_follow_the_stage_choices():
     assert contract_for(cfg).lm_roles(cfg) == ["question", "alignment"]
 
 
-def test_without_an_lm_archehr_runs_offline_and_mediqa_says_what_to_choose(capsys):
+def test_without_an_lm_archehr_runs_its_no_lm_stages_and_mediqa_says_what_to_choose(capsys):
     cfg = config("lm=none")
-    assert choose_lm_or_offline(cfg, contract_for(cfg)) == []
+    assert choose_lm_or_no_lm(cfg, contract_for(cfg)) == []
     assert contract_for(cfg).stage_choices(cfg) == {"question": "finetuned", "evidence": "learned", "answer": "extractive",
                                                     "alignment": "learned"}
     assert capsys.readouterr().out.startswith("no LM chosen: program=archehr runs every stage without an LM")
     cfg = config("program=mediqa_corr", "lm=none")
     with pytest.raises(ConfigError, match=r"program=mediqa_corr needs an LM and none is chosen: add lm=gemini"):
-        choose_lm_or_offline(cfg, contract_for(cfg))
+        choose_lm_or_no_lm(cfg, contract_for(cfg))

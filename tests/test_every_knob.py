@@ -214,13 +214,13 @@ def test_every_grounding_parameter_has_a_changed_value():
 @pytest.mark.parametrize(("impl", "param"), sorted(NEEDS_MORE))
 def test_a_parameter_needing_more_is_refused_in_one_line(impl, param):
     from common.errors import ClinprogError
-    from runners.program import choose_lm_or_offline
+    from runners.program import choose_lm_or_no_lm
 
     stage = impl.split("/")[0]
     value, reason = NEEDS_MORE[(impl, param)]
     cfg = config("program=archehr", f"program/archehr/{impl.replace('/', '=')}", f"program.{stage}.{param}={value}")
     with pytest.raises(ClinprogError, match=reason):
-        choose_lm_or_offline(cfg, contract_for(cfg))
+        choose_lm_or_no_lm(cfg, contract_for(cfg))
 
 
 @pytest.mark.parametrize("override", ["program.evidence.strict_threshold=5", "program.evidence.fallback_count=1",
@@ -250,7 +250,7 @@ def test_a_parameter_added_with_plus_is_refused_when_built():
 
     cfg = config("program=archehr", "+program.evidence.strict_threshold=5")
     with pytest.raises(ConfigError, match=r"program.evidence.strict_threshold: not a parameter of the implementation "
-                                          r"in use \(programs.archehr.offline.learned.LearnedEvidenceScorer\)"):
+                                          r"in use \(programs.archehr.no_lm.learned.LearnedEvidenceScorer\)"):
         contract_for(cfg).build(cfg, None, embedder=shared_embedder())
 
 

@@ -146,8 +146,8 @@ def test_the_report_names_each_stage_implementation_and_an_lm_only_where_one_ran
     from common.config_groups import compose_config
     from programs.archehr.report import describe_stages, report_markdown
 
-    offline = compose_config("program=archehr", "experiment=offline_best", "lm=embedded")
-    text = describe_stages(offline)
+    no_lm = compose_config("program=archehr", "experiment=no_lm_best", "lm=embedded")
+    text = describe_stages(no_lm)
     assert text.startswith("question=finetuned, evidence=learned, answer=extractive, alignment=learned")
     assert text.endswith("; no LM") and "smollm2" not in text.lower()
 
@@ -160,7 +160,7 @@ def test_the_report_names_each_stage_implementation_and_an_lm_only_where_one_ran
     assert parts["alignment"] == "lm (medgemma-4b.gguf)"
     usage = {"cases": 1, "lm_calls_per_case": 0.0, "seconds_per_case": 0.1, "fallbacks": {}, "dropped_ids": 0,
              "grounding": None, "stages": {}, "repairs": {"total": 1, "stages": {"question": 1}}}
-    md = report_markdown(offline, usage, None)
+    md = report_markdown(no_lm, usage, None)
     assert "lm=" not in md.splitlines()[0] and "- stages: question=finetuned" in md and "(repairs): question 1" in md
 
 
@@ -196,7 +196,7 @@ def test_config_mistakes_are_one_line_and_leave_no_folder(tmp_path):
 
 
 def test_an_lm_no_stage_uses_is_named_and_not_loaded(tmp_path):
-    proc = main_in(tmp_path, "program=archehr", "experiment=offline_best", "lm=embedded", "data.limit=1",
+    proc = main_in(tmp_path, "program=archehr", "experiment=no_lm_best", "lm=embedded", "data.limit=1",
                    "metrics.bertscore=null", "progress=false", f"hydra.run.dir={tmp_path / 'r'}")
     assert proc.returncode == 0, proc.stderr
     assert "lm=embedded: no stage of program=archehr uses an LM with these settings" in proc.stdout
@@ -217,7 +217,7 @@ def test_the_2025_report_does_not_deny_its_scores_and_says_the_question_is_given
     from common.config_groups import compose_config
     from programs.archehr2025.contract import ArchEHR2025Contract
 
-    cfg = compose_config("program=archehr2025", "experiment=offline_best")
+    cfg = compose_config("program=archehr2025", "experiment=no_lm_best")
     usage = {"cases": 1, "lm_calls_per_case": 0.0, "seconds_per_case": 0.1, "fallbacks": {}, "dropped_ids": 0,
              "grounding": None, "stages": {}, "repairs": {"total": 0, "stages": {}}}
     md = ArchEHR2025Contract().report(cfg, usage, {"overall_factuality_score": 50.0, "overall_relevance_score": 40.0,

@@ -71,13 +71,13 @@ def test_the_lm_judge_needs_an_lm():
     import pytest
 
     from common.errors import ConfigError
-    from runners.program import choose_lm_or_offline, contract_for
+    from runners.program import choose_lm_or_no_lm, contract_for
     from tests.builders import config
 
     cfg = config("program/archehr/grounding=similarity", "program.grounding.judge=lm")
     assert "grounding" in contract_for(cfg).lm_roles(cfg)
     with pytest.raises(ConfigError, match=r"program=archehr: grounding needs an LM and none is chosen"):
-        choose_lm_or_offline(cfg, contract_for(cfg))
+        choose_lm_or_no_lm(cfg, contract_for(cfg))
 
 
 # --- program/archehr/grounding=claims: support judged by what a sentence claims ----------------------------------

@@ -30,7 +30,7 @@ GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir())
 # Contexts in which a key may exist: a key of lm=gemini only needs to exist with lm=gemini.
 CONTEXT_GROUPS = {"retriever": ["weaviate", "weaviate_cluster"], "reranker": ["medcpt"], "tracking": ["mlflow"],
                   "optimizer": ["bootstrap", "mipro", "gepa"], "executor": ["ray"],
-                  "experiment": ["offline_best"],
+                  "experiment": ["no_lm_best"],
                   # implementations of a stage other than the default run's (their keys exist once chosen)
                   "program/archehr/evidence": ["embedding", "embedding_likert"],
                   "program/archehr/alignment": ["similarity"]}

@@ -112,13 +112,13 @@ def test_state_saved_with_one_fallback_setting_loads_with_the_other(tmp_path):
     seed.evidence.score.demos = [dspy.Example(clinician_question="q", note_sentences="[1] a", scores=[5])]
     path = save_compiled(seed, tmp_path / "seed.json", {})
     state = json.loads(path.read_text())
-    # the offline fallback modules (a plain dict) are not learnable state: the same four predictors either way
+    # the no-LM fallback modules (a plain dict) are not learnable state: the same four predictors either way
     assert sorted(k for k in state if k != "metadata") == [
         "alignment.align", "answer.generate", "evidence.score", "question.interpret"]
-    offline = load_compiled(program("archehr", "stages=lm", "program/archehr/fallback=no_lm"), path)
-    assert offline.evidence.score.demos[0]["scores"] == [5]
-    assert set(offline._offline) == {"question", "evidence", "answer", "alignment"}
-    assert [n for n, _ in offline.named_predictors()] == [n for n, _ in seed.named_predictors()]
+    with_fallbacks = load_compiled(program("archehr", "stages=lm", "program/archehr/fallback=no_lm"), path)
+    assert with_fallbacks.evidence.score.demos[0]["scores"] == [5]
+    assert set(with_fallbacks._no_lm) == {"question", "evidence", "answer", "alignment"}
+    assert [n for n, _ in with_fallbacks.named_predictors()] == [n for n, _ in seed.named_predictors()]
 
 
 def test_mediqa_note_metric_and_gepa_feedback():

@@ -60,7 +60,7 @@ def test_archehr_report_in_chromium(browser, tmp_path):
                       if c == "1")
     page.get_by_label("only disagreements with gold").check()
     assert shown() == disagreeing
-    page.get_by_label("only cases with fallbacks").check()  # the offline program has none: nothing is shown
+    page.get_by_label("only cases with fallbacks").check()  # the no-LM program has none: nothing is shown
     with_fallbacks = sum(1 for r in records if r["fallbacks"])
     assert shown() == with_fallbacks == 0 and page.locator("#shown-count").inner_text() == "0 of 6 shown"
     page.get_by_label("only disagreements with gold").uncheck()

@@ -37,7 +37,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
 
 
 def earlier_run(out) -> dict[str, bytes]:
-    """A finished offline run of two bundled cases in `out`: every output file and its bytes."""
+    """A finished no-LM run of two bundled cases in `out`: every output file and its bytes."""
     first = run("data.limit=2", f"hydra.run.dir={out}")
     assert first.returncode == 0, first.stderr[-1500:]
     return {name: (out / name).read_bytes() for name in OLD_OUTPUTS}

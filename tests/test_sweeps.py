@@ -85,7 +85,7 @@ def test_compile_from_the_cli_scores_before_and_after_and_saves_the_state(tmp_pa
                     f"hydra.run.dir={tmp_path / 'run'}")
     assert proc.returncode == 0, proc.stderr[-2000:]
     scores = json.loads((tmp_path / "run" / "scores.json").read_text())
-    # the offline program on the 3 bundled cases: Subtask 2 strict F1 per case, averaged (0-1)
+    # the no-LM program on the 3 bundled cases: Subtask 2 strict F1 per case, averaged (0-1)
     run = run_main("program=archehr", "metrics.bertscore=null",
                    *SIMILARITY_STAGES,
                    f"hydra.run.dir={tmp_path / 'plain'}")

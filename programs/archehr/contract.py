@@ -155,7 +155,7 @@ class ArchEHRContract(ProgramContract[Case]):
             roles.append("grounding")  # the LM judge of the grounding check
         return roles
 
-    def offline_stages(self, cfg: DictConfig) -> list[str]:
+    def no_lm_stages(self, cfg: DictConfig) -> list[str]:
         """The stages that run without an LM (every one, in the default run)."""
         return [stage for stage in self.roles if stage not in self.lm_roles(cfg)]
 
@@ -187,7 +187,7 @@ class ArchEHRContract(ProgramContract[Case]):
             answer = stages["answer"]  # a dropped sentence re-applies the answer stage's own soft cut
             grounding = shared.complete(instantiate(p.grounding, _convert_="all"), "program.grounding",
                                         max_words=answer.max_words, soft_cut_ratio=answer.soft_cut_ratio)
-        program = shared.complete(instantiate(p.module, _convert_="all"), "program.module", offline_fallbacks=fallbacks,
+        program = shared.complete(instantiate(p.module, _convert_="all"), "program.module", no_lm_fallbacks=fallbacks,
                                   grounding=grounding, **stages)
         if p.get("compiled"):
             from common.program_state import load_compiled

@@ -21,9 +21,9 @@ import dspy
 from common.errors import ConfigError
 from common.failures import RECOVERABLE, describe
 from common.markup import strip_markup
-from programs.archehr.offline.evidence import is_header
-from programs.archehr.offline.lexical import tokens
-from programs.archehr.offline.similarity import cosine_matrix
+from programs.archehr.no_lm.evidence import is_header
+from programs.archehr.no_lm.lexical import tokens
+from programs.archehr.no_lm.similarity import cosine_matrix
 from programs.archehr.text import numbered, soft_cut
 from retrieval.embed import Embedder
 from signatures.archehr import JudgeSupport

@@ -9,7 +9,7 @@ from __future__ import annotations
 from common.errors import ConfigError
 from programs.archehr.grounding import NOT_IN_NOTE, SUPPORTED, NoteFacts
 from programs.archehr.grounding_claims import ClaimsGroundingCheck
-from programs.archehr.offline.similarity import cosine_matrix
+from programs.archehr.no_lm.similarity import cosine_matrix
 from programs.archehr.verifier.module import LearnedVerifier
 from retrieval.embed import Embedder
 from tasks.archehr.data import NoteSentence

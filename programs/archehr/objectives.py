@@ -2,7 +2,7 @@
 
 Per program (`archehr_case`) and per stage (`archehr_question`: Subtask 1 ROUGE-Lsum; `archehr_evidence`: Subtask 2
 strict F1), so one stage can be compiled alone. Model-based metrics (BERTScore, AlignScore) are left out: slow per
-call and possibly unavailable offline.
+call and possibly unavailable without a network.
 """
 
 from __future__ import annotations

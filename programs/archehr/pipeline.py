@@ -16,7 +16,7 @@ class ArchEHRCascade(dspy.Module):
     """Four stages, each a module with the same inputs/outputs whether it calls an LM or not.
 
     Built by the contract from `conf/program/archehr/<stage>/<implementation>.yaml` (one config group per stage).
-    `offline_fallbacks` replace an LM stage whose output failed (program/archehr/fallback=no_lm); without them each
+    `no_lm_fallbacks` replace an LM stage whose output failed (program/archehr/fallback=no_lm); without them each
     LM stage takes its own documented fallback (the seed's rules).
     """
 
@@ -27,7 +27,7 @@ class ArchEHRCascade(dspy.Module):
         evidence: EvidenceStage,
         answer: AnswerStage,
         alignment: AlignmentStage,
-        offline_fallbacks: dict[str, dspy.Module] | None = None,
+        no_lm_fallbacks: dict[str, dspy.Module] | None = None,
         role_lms: dict[str, dspy.LM] | None = None,
         grounding: dspy.Module | None = None,
     ) -> None:
@@ -37,18 +37,18 @@ class ArchEHRCascade(dspy.Module):
         self._grounding = grounding  # a non-LLM check (no learnable state), None with program/archehr/grounding=none
         # Plain dicts hold modules that are not learnable state: DSPy's named_parameters() skips dict values that
         # are Modules (only Predict parameters in dicts count), so save()/load() are the same with or without them.
-        self._offline = dict(offline_fallbacks or {})
+        self._no_lm = dict(no_lm_fallbacks or {})
         # LMs are runtime resources, not program state: kept out of save()/load().
         self._role_lms = dict(role_lms or {})
 
     def _stage(self, name: str, ledger: UsageLedger, fallbacks: dict[str, str], *args) -> dspy.Prediction:
-        """Run one stage under its role's LM, timed; on a recorded failure use its offline module if configured."""
+        """Run one stage under its role's LM, timed; on a recorded failure use its no-LM module if configured."""
         with ledger.stage(name, self._role_lms.get(name)):
             out = getattr(self, name)(*args)
             ledger.repaired(name, out.get("repairs", 0))  # stages without string outputs report none
-            if out.fallback and name in self._offline:
-                fallbacks[name] = out.fallback + " -> offline stage"
-                out = self._offline[name](*args)
+            if out.fallback and name in self._no_lm:
+                fallbacks[name] = out.fallback + " -> no-LM stage"
+                out = self._no_lm[name](*args)
         if out.fallback:
             fallbacks[name] = out.fallback
         return out

@@ -21,10 +21,10 @@ from tasks.archehr2025.submission import cited_answer
 class CitedAnswerCascade(ArchEHRCascade):
     def __init__(self, *, use_given_question: bool, when_uncited: str, question: QuestionStage,
                  evidence: EvidenceStage, answer: AnswerStage, alignment: AlignmentStage,
-                 offline_fallbacks: dict[str, dspy.Module] | None = None, role_lms: dict[str, dspy.LM] | None = None,
+                 no_lm_fallbacks: dict[str, dspy.Module] | None = None, role_lms: dict[str, dspy.LM] | None = None,
                  grounding: dspy.Module | None = None) -> None:
         super().__init__(question=question, evidence=evidence, answer=answer, alignment=alignment,
-                         offline_fallbacks=offline_fallbacks, role_lms=role_lms, grounding=grounding)
+                         no_lm_fallbacks=no_lm_fallbacks, role_lms=role_lms, grounding=grounding)
         if when_uncited not in ("cite_evidence", "keep"):
             from common.errors import ConfigError
 

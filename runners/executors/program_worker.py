@@ -37,7 +37,7 @@ class ProgramWorker:
         cfg = OmegaConf.create(self._config)
         quiet_third_party(bool(cfg.get("verbose")))
         contract = contract_for(cfg)
-        roles = contract.lm_roles(cfg)  # the driver already chose the stages (an LM or the offline ones)
+        roles = contract.lm_roles(cfg)  # the driver already chose the stages (an LM or the no-LM ones)
         limiter = RemoteRateLimiter(self._limiter) if self._limiter is not None else None
         return build_predictor(cfg, contract, roles, rate_limiter=limiter)
 

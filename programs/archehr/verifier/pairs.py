@@ -13,7 +13,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from programs.archehr.offline.evidence import is_header
+from programs.archehr.no_lm.evidence import is_header
 from programs.archehr.verifier.perturb import CONFLICT_KINDS, LABELS, NOT_IN_NOTE, SUPPORTED, perturb
 from tasks.archehr.data import Case, KeyCase
 

@@ -1,6 +1,6 @@
 """Per-subtask comparison on the same cases: embedded LM cascade vs non-LLM stages vs trivial baselines.
 
-    python benchmarks/archehr_offline.py
+    python benchmarks/archehr_no_lm.py
 
 Datasets: the bundled ArchEHR-format cases (all four subtasks, with their key) and the 20 public dev
 patient/clinician question pairs (Subtask 1 only; the 3 pairs used as the LM's few-shot demos are left out, so all
@@ -40,7 +40,7 @@ def run(overrides: list[str], cases: Path, key: str | None, out: Path) -> dict:
 
 
 def main() -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="archehr_offline_"))
+    tmp = Path(tempfile.mkdtemp(prefix="archehr_no_lm_"))
     tree = ET.parse(ROOT / "data" / "archehr" / "dev_questions_2025.xml")
     root = tree.getroot()
     for case in list(root):

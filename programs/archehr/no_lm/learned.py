@@ -18,8 +18,8 @@ import numpy as np
 
 from common.errors import ConfigError
 from common.parameters import LearnedStateError, LogisticHead
-from programs.archehr.offline.evidence import DEFAULT_CUTS, is_header, to_likert
-from programs.archehr.offline.features import (
+from programs.archehr.no_lm.evidence import DEFAULT_CUTS, is_header, to_likert
+from programs.archehr.no_lm.features import (
     ALIGNMENT_FEATURE_SET,
     ALIGNMENT_FEATURES,
     EVIDENCE_FEATURE_SET,

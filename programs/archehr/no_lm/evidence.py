@@ -15,8 +15,8 @@ import dspy
 
 from common.errors import ConfigError
 from programs.archehr.evidence import select_by_likert
-from programs.archehr.offline.lexical import bm25_scores
-from programs.archehr.offline.similarity import cosine_matrix
+from programs.archehr.no_lm.lexical import bm25_scores
+from programs.archehr.no_lm.similarity import cosine_matrix
 from programs.archehr.stages import check_anchor
 from retrieval.embed import Embedder
 from tasks.archehr.data import NoteSentence

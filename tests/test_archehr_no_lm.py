@@ -3,7 +3,7 @@
 import dspy
 import pytest
 
-from programs.archehr.offline.evidence import to_likert
+from programs.archehr.no_lm.evidence import to_likert
 from tasks.archehr.data import AnswerSentence, Case, NoteSentence
 from tests.builders import archehr_stage, program
 
@@ -65,7 +65,7 @@ def test_similarity_alignment_is_conservative_and_many_to_many():
     assert out.alignment == [{"answer_id": "1", "evidence_id": ["2"]}, {"answer_id": "2", "evidence_id": []}]
 
 
-def test_all_offline_cascade_needs_no_lm():
+def test_the_no_lm_cascade_needs_no_lm():
     case = Case("7", "I had pneumonia. Why was my lisinopril stopped?", sentences=tuple(NOTE),
                 answer_sentences=(AnswerSentence("1", "Lisinopril was held because of hypotension."),))
     dspy.configure(lm=None)
@@ -78,12 +78,12 @@ def test_all_offline_cascade_needs_no_lm():
     assert all(u["lm_calls"] == 0 for u in pred.usage.values())
 
 
-def test_failed_lm_stage_falls_back_to_its_offline_module(dummy_lm):
+def test_failed_lm_stage_falls_back_to_its_no_lm_module(dummy_lm):
     case = Case("7", "Why was my lisinopril stopped?", sentences=tuple(NOTE))
     dummy_lm([{"clinician_question": "Why was lisinopril held?"}, {"scores": "garbage"},
               {"answer": "Lisinopril was held for hypotension."}, {"citations": [["2"]]}])
     pred = program("archehr", "stages=lm", "program/archehr/fallback=no_lm")(case=case)
-    assert pred.fallbacks["evidence"].endswith("-> offline stage") and pred.selection == "top_share"
+    assert pred.fallbacks["evidence"].endswith("-> no-LM stage") and pred.selection == "top_share"
     assert pred.evidence_ids == ["2", "4"]  # the embedding scorer's choice, not the first 3 sentences
 
 
@@ -96,18 +96,18 @@ def test_unknown_stage_implementation_is_refused_with_the_choices():
         program("archehr", "program/archehr/fallback=nope")
 
 
-def test_offline_stages_share_one_embedder_and_hold_no_predictor():
+def test_no_lm_stages_share_one_embedder_and_hold_no_predictor():
     cascade = program("archehr", "stages=lm", "program/archehr/evidence=embedding",
                       "program/archehr/alignment=similarity", "program/archehr/fallback=no_lm")
     assert cascade.evidence.embedder is cascade.alignment.embedder
     # the embedding scorer selects with a pure function: no never-called predictor in the learnable state
     assert [name for name, _ in cascade.named_predictors()] == ["question.interpret", "answer.generate"]
-    # an offline fallback only where a stage calls an LM, sharing the same embedder
-    assert sorted(cascade._offline) == ["answer", "question"]
+    # a no-LM fallback only where a stage calls an LM, sharing the same embedder
+    assert sorted(cascade._no_lm) == ["answer", "question"]
     lm_evidence = program("archehr", "stages=lm", "program/archehr/alignment=similarity",
                           "program/archehr/fallback=no_lm")
-    assert lm_evidence._offline["evidence"].embedder is lm_evidence.alignment.embedder
-    assert sorted(lm_evidence._offline) == ["answer", "evidence", "question"]
+    assert lm_evidence._no_lm["evidence"].embedder is lm_evidence.alignment.embedder
+    assert sorted(lm_evidence._no_lm) == ["answer", "evidence", "question"]
 
 
 @pytest.mark.parametrize(("choice", "override"), [("extractive", "program.answer.max_words=0"),

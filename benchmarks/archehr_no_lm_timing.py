@@ -2,7 +2,7 @@
 sentence embedded once per case, shared by the evidence and alignment stages) against the same program without it
 (`cache_size=0`: every stage re-embeds), in the same run.
 
-    python benchmarks/archehr_offline_timing.py [--repeats 5] [--long 2000]
+    python benchmarks/archehr_no_lm_timing.py [--repeats 5] [--long 2000]
 
 Cases: every dev case of 25-35 sentences ("~30-sentence case") and one synthetic note of `--long` sentences built
 from the dev notes' sentences (numbered, so no two are identical).
@@ -45,9 +45,9 @@ def main() -> None:
 
     cfg = compose_config("program=archehr", "lm=none")
     contract = contract_for(cfg)
-    from runners.program import choose_lm_or_offline
+    from runners.program import choose_lm_or_no_lm
 
-    choose_lm_or_offline(cfg, contract)
+    choose_lm_or_no_lm(cfg, contract)
     rows = []
     for name, cache_size in (("baseline: no embedding cache (each stage re-embeds)", 0),
                              ("clinprog: one embedding per sentence per case", 20_000)):

@@ -1,6 +1,6 @@
 """Cross-validated Subtask 2 and Subtask 4 of the non-LLM ArchEHR stages, against trivial baselines.
 
-    python benchmarks/archehr_offline_cv.py [--folds 5] [--seed 0]
+    python benchmarks/archehr_no_lm_cv.py [--folds 5] [--seed 0]
 
 Cases: data/archehr/dev_cases.xml (34 clean, one-paragraph notes) + realistic_cases_a.xml + realistic_cases_b.xml
 (32 realistic: placeholders, headers, lab lines, medication lists, paraphrased answers), each with its key; scores
@@ -37,8 +37,8 @@ from hydra.utils import instantiate  # noqa: E402
 
 from common.config_groups import compose_config  # noqa: E402
 from optimizers.logistic import LogisticFit  # noqa: E402
-from programs.archehr.offline.evidence import is_header  # noqa: E402
-from programs.archehr.offline.similarity import cosine_matrix  # noqa: E402
+from programs.archehr.no_lm.evidence import is_header  # noqa: E402
+from programs.archehr.no_lm.similarity import cosine_matrix  # noqa: E402
 from runners.program import contract_for  # noqa: E402
 from tasks.archehr.data import load_cases, load_key  # noqa: E402
 from tasks.archehr.scoring import score_subtask2, score_subtask4  # noqa: E402

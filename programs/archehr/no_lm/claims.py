@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from programs.archehr.offline.clinical_lexicon import concepts, drug_class, words
+from programs.archehr.no_lm.clinical_lexicon import concepts, drug_class, words
 
 # unit -> (dimension, factor to the dimension's base unit)
 _UNITS: dict[str, tuple[str, float]] = {

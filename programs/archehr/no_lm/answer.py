@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dspy
 
-from programs.archehr.offline.evidence import is_header
+from programs.archehr.no_lm.evidence import is_header
 from programs.archehr.text import check_answer_limits, soft_cut
 from tasks.archehr.data import NoteSentence
 
