@@ -39,7 +39,15 @@ def _floats(values: np.ndarray) -> list[float]:
     return [float(f"{float(v):.9g}") for v in np.asarray(values).reshape(-1)]  # 9 significant digits: no tiny scale becomes 0
 
 
-class LogisticHead(Parameter):
+class FittedParameter(Parameter):
+    """Weights a stage's own `fit` (or optimizer=finetune) learns. DSPy's prompt optimizers call `reset()` on every
+    parameter of the student they start from (`reset_copy`): weights are not theirs to learn, so they are kept."""
+
+    def reset(self) -> None:
+        return None
+
+
+class LogisticHead(FittedParameter):
     """P(label | x) = sigmoid(intercept + coef . (x - mean) / scale), with the selection rule fitted with it.
 
     `feature_set` and `features` name the columns the code computes; a state fitted for others is refused (its
@@ -141,7 +149,7 @@ def _unpack(data: Any, where: str) -> np.ndarray:
     return array
 
 
-class LoraAdapter(Parameter):
+class LoraAdapter(FittedParameter):
     """The low-rank adapter of a fine-tuned LM: per adapted linear layer A (rank x in) and B (out x rank), merged as
     W + (alpha / rank) B A at load; with the prompts (per register) and the input budget it was trained with, which
     inference must use as they are."""

@@ -246,7 +246,7 @@ def target_loss(model: Any, ids: Any, mask: Any, labels: Any) -> Any:
 
 def fit_register_head(stage: Any, pairs: list[tuple[str, str, str]]) -> None:
     """The register head: logistic regression on the message embeddings, P(clinician); classes weighted equally."""
-    from optimizers.logistic import fit_scorer
+    from common.logistic_fit import fit_scorer
     from programs.archehr.question_model import register_matrix
 
     if stage.embedder is None or len({r for _, r, _ in pairs}) < 2:

@@ -7,6 +7,7 @@ the compile report. It knows no program or stage names: a new learned part is ne
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import dspy
@@ -36,7 +37,10 @@ class FitLearned:
                               (f" named {self.only} (it has {names})" if self.only else
                                " (a part defines fit(trainset, valset); e.g. program/archehr/grounding=learned)"))
         for name, module in parts:
-            self.fit_reports[name] = module.fit(trainset, valset or [])
+            # a part whose features use another stage's output gets the program it is fitted in
+            takes_program = "program" in inspect.signature(module.fit).parameters
+            extra = {"program": program} if takes_program else {}
+            self.fit_reports[name] = module.fit(trainset, valset or [], **extra)
         return program
 
     def review(self, compiled: dspy.Module, valset: list[dspy.Example], metric: Any) -> dict[str, Any]:

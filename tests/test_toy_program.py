@@ -62,6 +62,20 @@ def test_compile(tmp_path, lm):
     assert rerun.returncode == 0, rerun.stderr[-2000:]
 
 
+def test_its_learned_stage_is_fitted_by_task_compile_optimizer_fit(tmp_path, lm):
+    """The toy's learned stage (tests/toy_program/learned.py) says how it is fitted; optimizer=fit (which names no
+    stage) fits it, program.save() holds it and a run loads it: a new learned stage is new files only."""
+    saved = tmp_path / "fever_fit.json"
+    proc = run_main(*TOY, *lm, "task=compile", "optimizer=fit", f"program.optimize.save_to={saved}",
+                    f"hydra.run.dir={tmp_path / 'compile'}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(saved.read_text())["cutoff.cutoff"] == {"format": "toy-cutoff/1", "cutoff": 38.6}
+    assert "cutoff: cutoff=38.6, notes_with_a_temperature=2, right=2" in proc.stdout
+    rerun = run_main(*TOY, *lm, f"program.compiled={saved}", f"hydra.run.dir={tmp_path / 'run'}")
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert json.loads((tmp_path / "run" / "scores.json").read_text())["accuracy"] == 1.0
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -1,5 +1,6 @@
 """Stages 2 and 4 without an LM, learned: a logistic scorer over features (`features.py`) and a selection rule,
-both fitted against the subtask's metric by `optimizer=logistic` (optimizers/logistic.py). The scorer is a DSPy
+both fitted against the subtask's metric by their own `fit` (programs/archehr/no_lm/fitting.py), which
+`optimizer=logistic` (optimizers/logistic.py) calls. The scorer is a DSPy
 parameter of the stage (`scorer`, a `common.parameters.LogisticHead`): saved by `program.save()` and loaded with
 the compiled program (`program.compiled`, by default the shipped one).
 
@@ -28,35 +29,10 @@ from programs.archehr.no_lm.features import (
     evidence_features,
     split_anchor,
 )
+from programs.archehr.no_lm.selection import select_by_probability, select_links
 from programs.archehr.stages import check_anchor
 from retrieval.embed import Embedder
 from tasks.archehr.data import AnswerSentence, NoteSentence
-
-
-def select_by_probability(probabilities: np.ndarray, candidates: np.ndarray, threshold: float, relative: float,
-                    min_selected: int) -> list[int]:
-    """Indices (note order) of the selected sentences; `candidates` masks the sentences that may be chosen."""
-    idx = np.flatnonzero(candidates)
-    if not len(idx):
-        return []
-    p = probabilities[idx]
-    best = p.max()
-    chosen = set(idx[(p >= threshold) | (p >= relative * best)].tolist()) if relative > 0 else set(
-        idx[p >= threshold].tolist())
-    for i in idx[(-p).argsort(kind="stable")][:min_selected]:
-        chosen.add(int(i))
-    return sorted(chosen)
-
-
-def select_links(probabilities: np.ndarray, threshold: float, relative: float, max_citations: int,
-                 min_links: int) -> list[int]:
-    """Column indices linked for one answer sentence, best first."""
-    order = (-probabilities).argsort(kind="stable")[:max_citations]
-    if not len(order):
-        return []
-    best = probabilities[order[0]]
-    return [int(j) for n, j in enumerate(order)
-            if n < min_links or (probabilities[j] >= threshold and probabilities[j] >= relative * best)]
 
 
 def _check(where: str, name: str, value: Any, low: float, high: float | None, integer: bool = False) -> Any:
@@ -108,6 +84,22 @@ class LearnedEvidenceScorer(dspy.Module):
     def selection(self) -> dict[str, Any]:
         return _selection(self.scorer, self.overrides, "program.evidence")
 
+    def fit(self, trainset: list[dspy.Example], valset: list[dspy.Example] | None = None, program: Any = None,
+            c: float | None = None) -> dict[str, Any]:
+        """Fit the scorer and its selection rule on the training cases (programs/archehr/no_lm/fitting.py), the
+        features computed with the program's own question stage, as a run computes them; `c`: the L2 strength
+        (None: chosen by inner cross-validation)."""
+        from programs.archehr.no_lm.fitting import fit_evidence_head
+
+        question = getattr(program, "question", None)
+        if question is None:
+            raise ConfigError("the learned evidence head is fitted inside its program (its question stage makes the "
+                              "questions its features use): task=compile optimizer=logistic|fit")
+        part = fit_evidence_head(trainset, question, self.embedder, c)
+        head = part["scorer"]
+        self.scorer.set(head.mean, head.scale, head.coef, head.intercept, part["selection"], part["fit"])
+        return part["fit"]
+
     def probabilities(self, anchor: str, sentences: list[NoteSentence]) -> np.ndarray:
         question, narrative = split_anchor(anchor) if self.anchor == "both" else (anchor, anchor)
         x = evidence_features(self.embedder, question, narrative, [s.text for s in sentences])
@@ -152,6 +144,17 @@ class LearnedAligner(dspy.Module):
 
     def selection(self) -> dict[str, Any]:
         return _selection(self.scorer, self.overrides, "program.alignment")
+
+    def fit(self, trainset: list[dspy.Example], valset: list[dspy.Example] | None = None, program: Any = None,
+            c: float | None = None) -> dict[str, Any]:
+        """Fit the scorer and its selection rule on the training cases' reference answer sentences and citations
+        (programs/archehr/no_lm/fitting.py)."""
+        from programs.archehr.no_lm.fitting import fit_alignment_head
+
+        part = fit_alignment_head(trainset, self.embedder, self.max_citations, c)
+        head = part["scorer"]
+        self.scorer.set(head.mean, head.scale, head.coef, head.intercept, part["selection"], part["fit"])
+        return part["fit"]
 
     def probabilities(self, answer_sentences: list[AnswerSentence], candidates: list[NoteSentence]) -> np.ndarray:
         x = alignment_features(self.embedder, [a.text for a in answer_sentences], [s.text for s in candidates])

@@ -9,14 +9,13 @@ import math
 from typing import Any
 
 import numpy as np
-from dspy.predict.parameter import Parameter
 
-from common.parameters import LearnedStateError, _floats
+from common.parameters import FittedParameter, LearnedStateError, _floats
 
 VERIFIER_FORMAT = "clinprog-verifier/1"
 
 
-class VerifierWeights(Parameter):
+class VerifierWeights(FittedParameter):
     def __init__(self, labels: tuple[str, ...]) -> None:
         self.labels = tuple(labels)
         self.features: tuple[str, ...] = ()
