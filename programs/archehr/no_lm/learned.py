@@ -94,7 +94,7 @@ class LearnedEvidenceScorer(dspy.Module):
         question = getattr(program, "question", None)
         if question is None:
             raise ConfigError("the learned evidence head is fitted inside its program (its question stage makes the "
-                              "questions its features use): task=compile optimizer=logistic|fit")
+                              "questions its features use): task=compile with optimizer=logistic or optimizer=fit")
         part = fit_evidence_head(trainset, question, self.embedder, c)
         head = part["scorer"]
         self.scorer.set(head.mean, head.scale, head.coef, head.intercept, part["selection"], part["fit"])
