@@ -114,7 +114,7 @@ def test_the_shipped_question_model_writes_one_short_question_per_message():
 
 def test_finetune_compiles_the_adapter_which_saves_and_loads_as_program_state(tmp_path):
     from common.program_state import load_compiled, save_compiled
-    from optimizers.finetune import QuestionFinetune
+    from optimizers.finetune import LoraFinetune
     from tests.builders import program
 
     student = program("archehr", "lm=none", "program.compiled=null")
@@ -122,7 +122,7 @@ def test_finetune_compiles_the_adapter_which_saves_and_loads_as_program_state(tm
     trainset = [dspy.Example(case=Case(f"t{i}", m, clinician_question=r), clinician_question=r,
                              register="consumer" if i else "clinician").with_inputs("case")
                 for i, (m, r) in enumerate(VAL * 2)]
-    compiled = QuestionFinetune(rank=2, layers=1, epochs=1.0, batch_size=2, warmup_steps=0,
+    compiled = LoraFinetune(rank=2, layers=1, epochs=1.0, batch_size=2, warmup_steps=0,
                                 max_input_tokens=32).compile(student, trainset=trainset)
     assert compiled.question.adapter.fitted and not student.question.adapter.fitted
     fit = compiled.question.adapter.fit

@@ -13,9 +13,9 @@ import pytest
 
 from common.errors import ClinprogError, ConfigError
 from common.parameters import LearnedStateError, LoraAdapter
-from optimizers.finetune import review_questions
 from programs.archehr.objectives import archehr_question_metric
 from programs.archehr.question_baseline import BaselineQuestion
+from programs.archehr.question_finetune import review_questions
 from programs.archehr.question_text import finish_question, fit_to_budget, normalise_message, opening
 from tasks.archehr.data import Case
 from tests.builders import archehr_stage, config

