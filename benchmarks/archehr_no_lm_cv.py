@@ -60,6 +60,33 @@ def grid(space: dict[str, list]) -> list[tuple[str, ...]]:
     return [tuple(f"{k}={v}" for k, v in zip(space, values, strict=True)) for values in itertools.product(*space.values())]
 
 
+def learned_predictions(embedder, by_id: dict, key: dict, ids: list[str], folds: list[set[str]],
+                        source: dict[str, str]) -> tuple[dict[str, list[str]], dict[str, list], list[tuple]]:
+    """The learned heads' predictions: per fold, fitted on the other folds exactly as task=compile fits; and by
+    writer, fitted on the clean cases + one realistic set and scored on the other set (written apart)."""
+    learned_ev: dict[str, list[str]] = {}
+    learned_al: dict[str, list] = {}
+    by_set: list[tuple[str, dict, dict]] = []
+    learned_cfg = compose_config(*NO_LM, *LEARNED_STAGES)
+    student = contract_for(learned_cfg).build(learned_cfg, None, embedder=embedder)  # the shipped question stage
+
+    def fit_and_predict(train_ids: list[str], test_ids: list[str]) -> dict[str, object]:
+        trainset = [dspy.Example(case=by_id[c], key=key[c]).with_inputs("case") for c in train_ids]
+        compiled = LogisticFit().compile(student, trainset=trainset)
+        return {cid: compiled(case=by_id[cid]) for cid in sorted(test_ids)}
+
+    for held in folds:
+        out = fit_and_predict([c for c in ids if c not in held], sorted(held))
+        learned_ev.update({c: list(p.evidence_ids) for c, p in out.items()})
+        learned_al.update({c: p.alignment for c, p in out.items()})
+    for test_set in ("realistic_cases_b", "realistic_cases_a"):
+        test_ids = [c for c in ids if source[c] == test_set]
+        out = fit_and_predict([c for c in ids if source[c] != test_set], test_ids)
+        by_set.append((test_set, {c: list(p.evidence_ids) for c, p in out.items()},
+                       {c: p.alignment for c, p in out.items()}))
+    return learned_ev, learned_al, by_set
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--folds", type=int, default=5)
@@ -91,28 +118,7 @@ def main() -> None:
         return score_subtask4({c: preds[c] for c in subset}, {c: key[c] for c in subset})
 
     start = time.perf_counter()
-    # learned: fitted per fold on the other folds, exactly as task=compile fits
-    learned_ev: dict[str, list[str]] = {}
-    learned_al: dict[str, list] = {}
-    # ... and by writer: fitted on the clean cases + one realistic set, scored on the other set (written apart)
-    by_set: list[tuple[str, dict, dict]] = []
-    learned_cfg = compose_config(*NO_LM, *LEARNED_STAGES)
-    student = contract_for(learned_cfg).build(learned_cfg, None, embedder=embedder)  # the shipped question stage
-
-    def fit_and_predict(train_ids: list[str], test_ids: list[str]) -> dict[str, object]:
-        trainset = [dspy.Example(case=by_id[c], key=key[c]).with_inputs("case") for c in train_ids]
-        compiled = LogisticFit().compile(student, trainset=trainset)
-        return {cid: compiled(case=by_id[cid]) for cid in sorted(test_ids)}
-
-    for held in folds:
-        out = fit_and_predict([c for c in ids if c not in held], sorted(held))
-        learned_ev.update({c: list(p.evidence_ids) for c, p in out.items()})
-        learned_al.update({c: p.alignment for c, p in out.items()})
-    for test_set in ("realistic_cases_b", "realistic_cases_a"):
-        test_ids = [c for c in ids if source[c] == test_set]
-        out = fit_and_predict([c for c in ids if source[c] != test_set], test_ids)
-        by_set.append((test_set, {c: list(p.evidence_ids) for c, p in out.items()},
-                       {c: p.alignment for c, p in out.items()}))
+    learned_ev, learned_al, by_set = learned_predictions(embedder, by_id, key, ids, folds, source)
     learned_seconds = time.perf_counter() - start
 
     # embedding / similarity over a grid, tuned per fold on the other folds

@@ -320,39 +320,57 @@ class Files:
         return path
 
 
-def cli_probes(report: Report, files: Files, only: Callable[[str, str], bool]) -> list[Callable[[], None]]:
-    """Each command-line probe as a job for the pool (the slow ones first)."""
-    jobs: list[Callable[[], None]] = []
-    late: list[Callable[[], None]] = []  # the merges: queued after the rest, so that their shards are ready then
-    slow: list[Callable[[], None]] = []  # the longest commands: last, so that the server's timing checks (which wait
-    # for the commands in flight) do not wait for them
-    tmp = files.tmp
+class _Cli:
+    """What every command-line probe section shares: the report, the temporary files, the filter, and the job lists
+    (the slow ones last, the merges after the shards)."""
 
-    def job(item: str, what: str, after_shards: bool = False, last: bool = False):
+    def __init__(self, report: Report, files: Files, only: Callable[[str, str], bool]) -> None:
+        self.report, self.files, self.only, self.tmp = report, files, only, files.tmp
+        self.jobs: list[Callable[[], None]] = []
+        self.late: list[Callable[[], None]] = []  # the merges: queued after the rest, so that their shards are ready
+        self.slow: list[Callable[[], None]] = []  # the longest commands: last, so that the server's timing checks
+        # (which wait for the commands in flight) do not wait for them
+        self.ready = threading.Event()  # set when the shards' job has ended
+
+    def job(self, item: str, what: str, after_shards: bool = False, last: bool = False):
         def register(check: Callable[[], None]) -> Callable[[], None]:
-            if only(item, what):
+            if self.only(item, what):
                 def run() -> None:
-                    report.add(item, what, check)
+                    self.report.add(item, what, check)
                 run.shards = check.__name__ == "make_shards"  # type: ignore[attr-defined]
-                (late if after_shards else slow if last else jobs).append(run)
+                (self.late if after_shards else self.slow if last else self.jobs).append(run)
             return check
         return register
 
-    def run_dir(tag: str) -> str:
-        return f"hydra.run.dir={tmp / 'runs' / tag}"
+    def run_dir(self, tag: str) -> str:
+        return f"hydra.run.dir={self.tmp / 'runs' / tag}"
 
-    def refused(item: str, what: str, *args: str, says: str | None = None, exact: str | None = None,
+    def refused(self, item: str, what: str, *args: str, says: str | None = None, exact: str | None = None,
                 base: tuple[str, ...] = BASE, env: dict[str, str] | None = None) -> None:
-        tag = re.sub(r"[^A-Za-z0-9]+", "_", what)[:60] + f"_{len(jobs)}"
+        tag = re.sub(r"[^A-Za-z0-9]+", "_", what)[:60] + f"_{len(self.jobs)}"
 
-        @job(item, what)
+        @self.job(item, what)
         def check() -> None:
             multirun = ("-m",) if "-m" in args else ()
             rest = [a for a in args if a != "-m"]
-            folder = () if any(a.startswith("hydra.run.dir=") for a in rest) else (run_dir(tag),)
+            folder = () if any(a.startswith("hydra.run.dir=") for a in rest) else (self.run_dir(tag),)
             one_error(clinprog(*multirun, *base, *rest, *folder, env=env), says=says, exact=exact)
 
-    # -- item 4: a multirun whose second job fails (the basic launcher and joblib's)
+
+def cli_probes(report: Report, files: Files, only: Callable[[str, str], bool]) -> list[Callable[[], None]]:
+    """Each command-line probe as a job for the pool (the slow ones first)."""
+    c = _Cli(report, files, only)
+    for section in (_multirun_probes, _batch_probes, _fabrications_probes, _merges_probes, _forged_ids_probes,
+                    _state_files_probes, _compile_refusals_probes, _inputs_probes, _settings_probes, _threads_probes):
+        section(c)
+    if not any(getattr(j, "shards", False) for j in c.jobs):
+        c.ready.set()  # the shards' job is not among these (--only): the merges fail at once
+    return c.jobs + c.late + c.slow
+
+
+def _multirun_probes(c: _Cli) -> None:
+    """Item 4: a multirun whose second job fails (the basic launcher and joblib's)."""
+    tmp, job = c.tmp, c.job
     for launcher, extra in (("basic", ()), ("joblib", ("hydra/launcher=joblib", "hydra.launcher.n_jobs=2"))):
         @job("4", f"-m ...threshold=0.3,7,0.5 ({launcher} launcher): jobs 0 and 2 finish, one error line for job #1",
              last=True)
@@ -371,7 +389,10 @@ def cli_probes(report: Report, files: Files, only: Callable[[str, str], bool]) -
             if not (sweep / "1" / "failed.json").is_file():
                 raise Fail("job 1 has no failed.json")
 
-    # -- the batch side of item 2: the default (learned) question stage on a one-"word" 200 KB narrative
+
+def _batch_probes(c: _Cli) -> None:
+    """The batch side of item 2: the default (learned) question stage on a one-"word" 200 KB narrative."""
+    files, job, run_dir = c.files, c.job, c.run_dir
     @job("2", "batch run: a 200 KB one-word narrative through the default question stage ends in time", last=True)
     def long_word_batch() -> None:
         word = "".join(random.Random(2).choices(string.ascii_lowercase, k=200_000))
@@ -385,7 +406,10 @@ def cli_probes(report: Report, files: Files, only: Callable[[str, str], bool]) -
         if time.monotonic() - start > 90:
             raise Fail(f"took {time.monotonic() - start:.0f} s")
 
-    # -- item 15: a fabrication set the script did not make, scored per kind
+
+def _fabrications_probes(c: _Cli) -> None:
+    """Item 15: a fabrication set the script did not make, scored per kind."""
+    files, job = c.files, c.job
     @job("15", "grounding_eval.py --fabrications FILE scores someone else's set per kind; a bad file is one line",
          last=True)
     def fabrications() -> None:
@@ -406,9 +430,12 @@ def cli_probes(report: Report, files: Files, only: Callable[[str, str], bool]) -
             if f"| {kind} |" not in proc.stdout or f"recall: {kind}" not in proc.stdout:
                 raise Fail(f"no per-kind row/column for {kind!r}: {proc.stdout[-300:]}")
 
-    # -- items 5 and 9 (and round 3's merge mismatches): shards of a 4-case run, merged damaged
+
+def _merges_probes(c: _Cli) -> None:
+    """Items 5 and 9 (and round 3's merge mismatches): shards of a 4-case run, merged damaged."""
+    tmp, job = c.tmp, c.job
     shards: dict[str, Path] = {}
-    ready = threading.Event()
+    ready = c.ready
 
     @job("5", "two shards of a 4-case run (the merges below use them)")
     def make_shards() -> None:
@@ -437,7 +464,7 @@ def cli_probes(report: Report, files: Files, only: Callable[[str, str], bool]) -
         return copy
 
     def merge_refused(item: str, what: str, name: str, content: Callable[[Path], str], says: str) -> None:
-        tag = f"m{len(late)}"
+        tag = f"m{len(c.late)}"
 
         @job(item, what, after_shards=True)
         def check() -> None:
@@ -497,7 +524,10 @@ def cli_probes(report: Report, files: Files, only: Callable[[str, str], bool]) -
             if len(got) != 4:
                 raise Fail(f"submission_subtask_{k}.json holds {len(got)} cases, not 4")
 
-    # -- item 7: case ids that try to forge log lines
+
+def _forged_ids_probes(c: _Cli) -> None:
+    """Item 7: case ids that try to forge log lines."""
+    tmp, files, job, run_dir = c.tmp, c.files, c.job, c.run_dir
     def forge(cases):
         cases[0].set("id", f"x\n{FORGED} 1")
         cases[1].set("id", f"y\r\n{FORGED} 2")
@@ -533,7 +563,10 @@ def cli_probes(report: Report, files: Files, only: Callable[[str, str], bool]) -
         if forged_lines(proc.stdout + proc.stderr):
             raise Fail("a forged line on stdout/stderr")
 
-    # -- item 10 and 6: learned state files that do not fit the code
+
+def _state_files_probes(c: _Cli) -> None:
+    """Item 10 and 6: learned state files that do not fit the code."""
+    files, job, run_dir = c.files, c.job, c.run_dir
     for what, edit, says in (
             ("every scale = 0", lambda d: d["evidence.scorer"].__setitem__(
                 "scale", [0.0] * len(d["evidence.scorer"]["scale"])), "scale of 0"),
@@ -559,7 +592,10 @@ def cli_probes(report: Report, files: Files, only: Callable[[str, str], bool]) -
         one_error(clinprog(*BASE, f"program.compiled={path}", "data.limit=1", run_dir("badmeta")),
                   says="meta.json: not JSON")
 
-    # -- item 11: compile refusals
+
+def _compile_refusals_probes(c: _Cli) -> None:
+    """Item 11: compile refusals."""
+    tmp, files, job, run_dir = c.tmp, c.files, c.job, c.run_dir
     @job("11", "task=compile on a key without clinician_answer_sentences is one error line")
     def compile_no_answers() -> None:
         key = json.loads((DATA / "dev_cases_key.json").read_text())
@@ -581,7 +617,10 @@ def cli_probes(report: Report, files: Files, only: Callable[[str, str], bool]) -
         if time.monotonic() - start > 30:
             raise Fail(f"refused only after {time.monotonic() - start:.0f} s (after fitting?)")
 
-    # -- round 3 and earlier: inputs
+
+def _inputs_probes(c: _Cli) -> None:
+    """Round 3 and earlier: inputs."""
+    tmp, files, job, run_dir = c.tmp, c.files, c.job, c.run_dir
     @job("r3", "path traversal in case ids (../../escape) writes nothing outside the run folder")
     def traversal() -> None:
         def edit(cases):
@@ -696,7 +735,10 @@ def cli_probes(report: Report, files: Files, only: Callable[[str, str], bool]) -
         one_error(clinprog("program=mediqa_corr", *QUIET, f"data.path={path}", run_dir("big_cell")),
                   says=f"{path}, row 4: malformed CSV")
 
-    # -- one-line refusals of settings (items 6, 8, 12, 13 and round 3)
+
+def _settings_probes(c: _Cli) -> None:
+    """One-line refusals of settings (items 6, 8, 12, 13 and round 3)."""
+    files, job, refused = c.files, c.job, c.refused
     for override, says in (("program.answer.max_words=0", "program.answer.max_words must be"),
                            ("program.answer.max_words=-5", "program.answer.max_words must be")):
         refused("6", override, override, says=says)
@@ -738,15 +780,16 @@ def cli_probes(report: Report, files: Files, only: Callable[[str, str], bool]) -
             base=(), says="+x: a value nested 300 levels deep")
     for value in ("abc", "-1", "0", "1.5"):
         refused("r3", f"data.limit={value}", f"data.limit={value}", says="data.limit")
-    # -- #36 items 8 and 9: the threads variable is checked and never shown (the rest of #36: tests/test_hostile_inputs.py)
+
+
+def _threads_probes(c: _Cli) -> None:
+    """#36 items 8 and 9: the threads variable is checked and never shown (the rest: tests/test_hostile_inputs.py)."""
+    refused = c.refused
     for value in ("", "two", "${oc.env:HOME}"):
         refused("36", f"CLINPROG_LLAMA_THREADS={value!r} is one line that shows no value", "data.limit=1",
                 base=("program=archehr", *QUIET), env={"CLINPROG_LLAMA_THREADS": value},
                 exact="error: CLINPROG_LLAMA_THREADS must be auto or a whole number from 1 to 256 (its value is not "
                       "shown)")
-    if not any(getattr(j, "shards", False) for j in jobs):
-        ready.set()  # the shards' job is not among these (--only): the merges fail at once
-    return jobs + late + slow
 
 
 # --- the serving probes (items 1-3, 14 and the earlier rounds' HTTP cases) --------------------------------------------
@@ -893,32 +936,8 @@ def drain(sock: socket.socket, deadline: float) -> bytes | None:
         sock.close()
 
 
-def serve_probes(report: Report, tmp: Path, only: Callable[[str, str], bool]) -> None:
-    """Every serving probe, in order, against one server (they share it: run one at a time)."""
-    checks: list[tuple[str, str, Callable[[Server], None]]] = []
-
-    def check(item: str, what: str):
-        def register(fn: Callable[[Server], None]) -> Callable[[Server], None]:
-            if only(item, what):
-                checks.append((item, what, fn))
-            return fn
-        return register
-
-    def answered(server: Server, within: float, send: Callable[[], httpx.Response]) -> httpx.Response:
-        """`send()`'s response, which must come within `within` s while /health answers within 1 s."""
-        with HealthWatch(server.url) as watch:
-            begun = time.monotonic()
-            try:
-                r = send()
-            except httpx.HTTPError as exc:
-                raise Fail(f"no answer ({type(exc).__name__}); {watch.problem() or ''}") from None
-            took = time.monotonic() - begun
-        problems = [f"answered after {took:.1f} s (over {within:.0f} s)"] if took > within else []
-        problems += [watch.problem()] if watch.problem() else []
-        if problems:
-            raise Fail("; ".join(problems))
-        return r
-
+def _serve_load_checks(check: Callable, answered: Callable, tmp: Path) -> None:
+    """Items 1-3: big, long and slow requests, each answered in time while /health answers within 1 s."""
     @check("1", "76,000 one-letter sentences with unique ids (1.96 MB): 422 within 5 s, /health under 1 s meanwhile")
     def many_sentences(server: Server) -> None:
         body = {"patient_narrative": "Why?", "sentences": [{"id": str(i), "text": "a"} for i in range(76_000)]}
@@ -1009,6 +1028,10 @@ def serve_probes(report: Report, tmp: Path, only: Callable[[str, str], bool]) ->
             raise Fail(f"/health still counts {health['reading_bodies']} bodies being read")
         expect(server.post(CASE), 200)
 
+
+
+def _serve_protocol_checks(check: Callable, answered: Callable, tmp: Path) -> None:
+    """Item 14 and round 3: numbers, tokens, auth, chunked bodies, error objects, forged ids, tracebacks."""
     @check("14", "a JSON number of 4,301 digits is 422 (not 400)")
     def digits(server: Server) -> None:
         expect(server.post(content=b'{"patient_narrative": "Why?", "case_id": ' + b"9" * 4301 + b"}"), 422,
@@ -1105,6 +1128,36 @@ def serve_probes(report: Report, tmp: Path, only: Callable[[str, str], bool]) ->
         if "Traceback" in text or text.count("Too many open files") > 3:
             lines = [line for line in text.splitlines() if "Traceback" in line or "Too many" in line]
             raise Fail(f"{len(lines)} traceback lines, e.g. {lines[:2]}")
+
+
+def serve_probes(report: Report, tmp: Path, only: Callable[[str, str], bool]) -> None:
+    """Every serving probe, in order, against one server (they share it: run one at a time)."""
+    checks: list[tuple[str, str, Callable[[Server], None]]] = []
+
+    def check(item: str, what: str):
+        def register(fn: Callable[[Server], None]) -> Callable[[Server], None]:
+            if only(item, what):
+                checks.append((item, what, fn))
+            return fn
+        return register
+
+    def answered(server: Server, within: float, send: Callable[[], httpx.Response]) -> httpx.Response:
+        """`send()`'s response, which must come within `within` s while /health answers within 1 s."""
+        with HealthWatch(server.url) as watch:
+            begun = time.monotonic()
+            try:
+                r = send()
+            except httpx.HTTPError as exc:
+                raise Fail(f"no answer ({type(exc).__name__}); {watch.problem() or ''}") from None
+            took = time.monotonic() - begun
+        problems = [f"answered after {took:.1f} s (over {within:.0f} s)"] if took > within else []
+        problems += [watch.problem()] if watch.problem() else []
+        if problems:
+            raise Fail("; ".join(problems))
+        return r
+
+    _serve_load_checks(check, answered, tmp)
+    _serve_protocol_checks(check, answered, tmp)
 
     if not checks:
         return
