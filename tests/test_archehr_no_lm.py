@@ -52,9 +52,36 @@ def test_extractive_answer_drops_headers_and_ends_sentences():
     out = archehr_stage("answer", "extractive")(clinician_question="q", evidence=evidence, note_excerpt="")
     assert out.answer == ("Lisinopril was held because of hypotension and acute kidney injury. "
                           "Restart planned at follow-up.")
-    short = archehr_stage("answer", "extractive", "program.answer.max_words=10")
-    long = short(clinician_question="q", evidence=[NOTE[1], NOTE[3]], note_excerpt="")
+    in_order = archehr_stage("answer", "extractive", "program.answer.max_words=10", "program.answer.choose=note_order")
+    long = in_order(clinician_question="q", evidence=[NOTE[1], NOTE[3]], note_excerpt="")
     assert long.answer == "Lisinopril was held because of hypotension and acute kidney injury."
+
+
+def test_over_the_limit_the_default_answer_keeps_the_whole_sentences_closest_to_the_question_in_note_order():
+    evidence = [NoteSentence("1", "He presented with two days of crushing chest pain radiating to the left arm."),
+                NoteSentence("2", "The ECG showed ST elevation in the anterior leads and troponin was elevated."),
+                NoteSentence("3", "A drug-eluting stent was placed in the proximal left anterior descending artery."),
+                NoteSentence("4", "Aspirin and ticagrelor are required for twelve months to prevent stent thrombosis.")]
+    answer = archehr_stage("answer", "extractive", "program.answer.max_words=30")
+    out = answer(clinician_question="Why does he need two blood thinners after the stent?", evidence=evidence,
+                 note_excerpt="")
+    assert out.answer.startswith(evidence[2].text) and out.answer.endswith(evidence[3].text)  # note order kept
+    assert len(out.answer.split()) <= 30 and evidence[0].text not in out.answer
+    in_order = archehr_stage("answer", "extractive", "program.answer.max_words=30", "program.answer.choose=note_order")
+    cut = in_order(clinician_question="Why does he need two blood thinners after the stent?", evidence=evidence,
+                   note_excerpt="")
+    assert cut.answer.startswith(evidence[0].text) and evidence[3].text not in cut.answer
+
+
+def test_the_soft_cut_ratio_acts_on_a_sentence_over_the_limit_in_either_mode():
+    long_one = [NoteSentence("1", "He was treated with intravenous ampicillin and ceftriaxone. " + "word " * 20 + "end.")]
+    for choose in ("question", "note_order"):
+        low = archehr_stage("answer", "extractive", "program.answer.max_words=12", f"program.answer.choose={choose}")
+        high = archehr_stage("answer", "extractive", "program.answer.max_words=12", f"program.answer.choose={choose}",
+                             "program.answer.soft_cut_ratio=0.95")
+        a = low(clinician_question="which antibiotics?", evidence=long_one, note_excerpt="").answer
+        b = high(clinician_question="which antibiotics?", evidence=long_one, note_excerpt="").answer
+        assert a == "He was treated with intravenous ampicillin and ceftriaxone." and b != a, (choose, a, b)
 
 
 def test_similarity_alignment_is_conservative_and_many_to_many():
