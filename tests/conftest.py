@@ -39,6 +39,19 @@ def dummy_lm():
     dspy.configure(lm=None, adapter=None)
 
 
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's chromium under Playwright, one per module (tests/browser.py: the flags and the skip marker)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser import CHROMIUM, FLAGS
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield b
+        b.close()
+
+
 @pytest.fixture
 def bundled_cases():
     from tasks.archehr.data import load_cases

@@ -8,20 +8,15 @@ $CLINPROG_SCREENSHOTS (else the test's tmp folder)."""
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 from lms.local_server import free_port
+from tests.browser import NEEDS_CHROMIUM
 from tests.serve_helpers import Server
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (.ci/run "
-                                 "installs it: apt-get install -y chromium)")]
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]
+pytestmark = [pytest.mark.integration, NEEDS_CHROMIUM]
 TOKEN = "page-token-42"
 MESSAGE = "My mother fell and broke her hip. Why did they give her shots in the belly after the operation?"
 NOTE = ("DISCHARGE SUMMARY\n"
@@ -51,16 +46,6 @@ def mediqa(tmp_path_factory):
                     f"hydra.run.dir={tmp_path_factory.mktemp('page_mediqa')}")
     yield server
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield b
-        b.close()
 
 
 def shots(tmp_path: Path) -> Path:

@@ -4,30 +4,15 @@ Checks: one section per case, the highlighted sentences are the run's selection,
 note sentence element, filters change what is shown, no console errors, no network requests. Saves screenshots."""
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
+from tests.browser import NEEDS_CHROMIUM
 from tests.cli import run_main
 from tests.conftest import ROOT
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (.ci/run "
-                                 "installs it: apt-get install -y chromium)")]
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield b
-        b.close()
+pytestmark = [pytest.mark.integration, NEEDS_CHROMIUM]
 
 
 def open_page(browser, path: Path, width: int = 1280):
