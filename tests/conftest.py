@@ -76,8 +76,8 @@ LONGEST = ("tests.test_ray_executor", "tests.test_embedded_lm", "tests.test_lm_s
            "tests.test_run_folder_restart", "tests.test_index_faults")
 # the longest unit modules (5-45 s each, longest first) start before the short ones: one of them last leaves a core
 # idle (test_shards_merge, 20 s, ran alone at the end of a 388 s run before it was listed here)
-LONGEST_UNIT = ("tests.test_every_knob", "tests.test_doc_commands", "tests.test_shards_merge", "tests.test_cli",
-                "tests.test_first_use", "tests.test_run_folder", "tests.test_no_lm_learned", "tests.test_hints",
+LONGEST_UNIT = ("tests.test_every_knob", "tests.test_doc_commands", "tests.test_verifier", "tests.test_shards_merge",
+                "tests.test_cli", "tests.test_first_use", "tests.test_run_folder", "tests.test_no_lm_learned", "tests.test_hints",
                 "tests.test_config", "tests.test_sweeps", "tests.test_merge_damaged", "tests.test_run_dir_and_ray_knobs")
 
 

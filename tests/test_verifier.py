@@ -120,11 +120,11 @@ def test_optimizer_fit_fits_the_verifier_through_its_own_fit_and_chooses_the_thr
     holder.grounding = check  # any program: the teleprompter walks sub-modules, it names none
     assert [n for n, _ in learned_parts(holder)] == ["grounding.verifier"]
     optimizer = FitLearned()
-    fitted = optimizer.compile(holder, trainset=_examples("realistic_cases_a", 4), valset=_examples("bundled_cases", 3))
+    fitted = optimizer.compile(holder, trainset=_examples("realistic_cases_a", 3), valset=_examples("bundled_cases", 2))
     assert not check.verifier.weights.fitted  # the student is left as it was; the copy is fitted
     verifier = fitted.grounding.verifier
     fit = verifier.weights.fit
-    assert verifier.weights.fitted and fit["training_cases"] == 4 and fit["validation_reference_sentences"] > 0
+    assert verifier.weights.fitted and fit["training_cases"] == 3 and fit["validation_reference_sentences"] > 0
     assert fit["validation_false_flags"] <= verifier.max_false_flags
     review = optimizer.review(fitted, [], None)
     assert review["lines"][0].startswith("grounding.verifier: pairs=") and review["refused"] == [] or review["refused"]
