@@ -38,6 +38,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from common.note_text import split_sentences  # noqa: E402
 from common.program_state import load_module_state  # noqa: E402
 from programs.archehr.question_model import FinetunedQuestionInterpreter, content_stems  # noqa: E402
 from programs.archehr.question_text import (  # noqa: E402
@@ -46,7 +47,7 @@ from programs.archehr.question_text import (  # noqa: E402
     normalise_message,
     opening,
 )
-from programs.archehr.text import split_sentences, truncate_words  # noqa: E402
+from programs.archehr.text import truncate_words  # noqa: E402
 from retrieval.embed import Embedder  # noqa: E402
 from tasks.archehr.data import load_cases, load_question_pairs  # noqa: E402
 

@@ -14,13 +14,18 @@ from common.parameters import LogisticHead
 C_GRID = (0.03, 0.1, 0.3, 1.0)   # L2 regularisation strengths tried (inverse: smaller is stronger)
 
 
+def standardisation(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, scale) per column of a design matrix; a constant column gets scale 1 (its standardised value is 0)."""
+    mean, scale = x.mean(axis=0), x.std(axis=0)
+    scale[scale < 1e-9] = 1.0
+    return mean, scale
+
+
 def fit_scorer(x: np.ndarray, y: np.ndarray, features: tuple[str, ...], c: float = 1.0,
                feature_set: str = "", class_weight: str | None = None) -> LogisticHead:
     from sklearn.linear_model import LogisticRegression
 
-    mean = x.mean(axis=0)
-    scale = x.std(axis=0)
-    scale[scale < 1e-9] = 1.0
+    mean, scale = standardisation(x)
     if len(set(y.tolist())) < 2:  # one class only (a tiny training set): the base rate, no weights
         rate = min(max(float(y.mean()) if len(y) else 0.5, 1e-3), 1 - 1e-3)
         return LogisticHead(feature_set, features).set(mean, scale, np.zeros(len(features)),

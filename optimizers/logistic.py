@@ -17,12 +17,14 @@ import dspy
 
 from common.errors import ConfigError
 from common.parameters import LogisticHead
+from optimizers.fit_learned import learned_parts
 
 
 def learned_heads(program: dspy.Module) -> dict[str, Any]:
-    """{name: module} of the program's sub-modules with a LogisticHead `scorer` and a `fit`."""
-    return {name.removeprefix("self."): module for name, module in program.named_sub_modules()
-            if isinstance(getattr(module, "scorer", None), LogisticHead) and callable(getattr(module, "fit", None))}
+    """{name: module} of the program's learned parts (optimizers/fit_learned.py) whose weights are a LogisticHead
+    `scorer`."""
+    return {name: module for name, module in learned_parts(program)
+            if isinstance(getattr(module, "scorer", None), LogisticHead)}
 
 
 class LogisticFit(dspy.teleprompt.Teleprompter):

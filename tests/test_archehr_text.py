@@ -1,6 +1,7 @@
 import pytest
 
-from programs.archehr.text import last_question_sentence, numbered, soft_cut, split_sentences, truncate_words
+from common.note_text import split_sentences
+from programs.archehr.text import last_question_sentence, numbered, soft_cut, truncate_words
 
 pytestmark = pytest.mark.unit
 

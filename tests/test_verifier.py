@@ -15,8 +15,8 @@ import pytest
 
 from common.parameters import LearnedStateError
 from optimizers.fit_learned import FitLearned, learned_parts
-from programs.archehr.grounding import CONTRADICTED, NOT_IN_NOTE, SUPPORTED
 from programs.archehr.report_html import _answer
+from programs.archehr.verdicts import CONTRADICTED, NOT_IN_NOTE, SUPPORTED
 from programs.archehr.verifier.module import flag_threshold
 from programs.archehr.verifier.pairs import note_pairs, training_pairs
 from programs.archehr.verifier.perturb import CONFLICT_KINDS, LABELS, perturb

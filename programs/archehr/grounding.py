@@ -25,20 +25,16 @@ from programs.archehr.no_lm.evidence import is_header
 from programs.archehr.no_lm.lexical import tokens
 from programs.archehr.no_lm.similarity import cosine_matrix
 from programs.archehr.text import numbered, soft_cut
+from programs.archehr.verdicts import CONTRADICTED, NOT_IN_NOTE, SUPPORTED, flagged
 from retrieval.embed import Embedder
 from signatures.archehr import JudgeSupport
 from signatures.constrained import reply_bound
 from tasks.archehr.data import NoteSentence
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
-# a verdict per answer sentence: the note supports it, says otherwise, or does not say it
-SUPPORTED, CONTRADICTED, NOT_IN_NOTE = "supported", "contradicted", "not in the note"
-VERDICTS = (SUPPORTED, CONTRADICTED, NOT_IN_NOTE)
-
-
-def flagged(verdict: dict) -> bool:
-    """Is this answer sentence's verdict a flag (contradicted or not in the note)?"""
-    return verdict.get("verdict") != SUPPORTED
+# words the tokenizer may split that are not facts of the note
+_STOPWORDS = frozenset({"because", "therefore", "however", "although", "discharge", "hospital", "admission",
+                        "patient", "during", "before", "after"})
 
 
 def verdict_of(reasons: list[str], contradicting: tuple[str, ...] = ()) -> str:
@@ -47,10 +43,7 @@ def verdict_of(reasons: list[str], contradicting: tuple[str, ...] = ()) -> str:
     `supported`."""
     if not reasons:
         return SUPPORTED
-    return CONTRADICTED if any(r.startswith(contradicting) for r in reasons if contradicting) else NOT_IN_NOTE
-# words the tokenizer may split that are not facts of the note
-_STOPWORDS = frozenset({"because", "therefore", "however", "although", "discharge", "hospital", "admission",
-                        "patient", "during", "before", "after"})
+    return CONTRADICTED if contradicting and any(r.startswith(contradicting) for r in reasons) else NOT_IN_NOTE
 
 
 def _stem(token: str) -> str:

@@ -7,9 +7,10 @@ verifier's when it flags (contradicted / not in the note), else the rules'.
 from __future__ import annotations
 
 from common.errors import ConfigError
-from programs.archehr.grounding import NOT_IN_NOTE, SUPPORTED, NoteFacts
+from programs.archehr.grounding import NoteFacts
 from programs.archehr.grounding_claims import ClaimsGroundingCheck
 from programs.archehr.no_lm.similarity import cosine_matrix
+from programs.archehr.verdicts import SUPPORTED
 from programs.archehr.verifier.module import LearnedVerifier
 from retrieval.embed import Embedder
 from tasks.archehr.data import NoteSentence
@@ -54,6 +55,4 @@ class LearnedGroundingCheck(ClaimsGroundingCheck):
             kind = f", {found.kind}" if found.kind else ""
             out["reasons"] = [*out["reasons"], f"verifier: {found.verdict} (p={found.probability:.2f}{kind})"]
             out["verdict"] = found.verdict
-        elif out["reasons"] and out["verdict"] == SUPPORTED:
-            out["verdict"] = NOT_IN_NOTE
         return out

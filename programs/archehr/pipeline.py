@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dspy
 
+from common.note_text import split_sentences
 from common.usage import UsageLedger
 from programs.archehr.stages import AlignmentStage, AnswerStage, EvidenceStage, QuestionStage, check_anchor
-from programs.archehr.text import split_sentences
 from tasks.archehr.data import AnswerSentence, Case
 
 ROLES = ("question", "evidence", "answer", "alignment")

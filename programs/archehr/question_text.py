@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 
 from common.control_tokens import strip_control_tokens
-from programs.archehr.text import split_sentences
+from common.note_text import split_sentences
 
 # Web-form labels some messages carry ("SUBJECT: ... MESSAGE: ..."): labels, not the writer's words.
 _FORM_LABEL = re.compile(r"(?im)^\s*(subject|message|question)\s*:\s*")

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from common.html import bar_chart, esc, filters, page, table
-from programs.archehr.grounding import flagged
 from programs.archehr.report import describe_stages
+from programs.archehr.verdicts import flagged
 from tasks.archehr.data import Case, KeyCase
 from tasks.archehr.scoring import score_subtask2
 

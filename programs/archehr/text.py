@@ -1,12 +1,13 @@
-"""Deterministic text rules shared by the stages (word limits, the soft cut, sentence splitting)."""
+"""Deterministic text rules shared by the stages (word limits, the soft cut; sentences are split by
+`common.note_text.split_sentences`, the same rule as a pasted note)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
+from common.note_text import split_sentences
+
 _SENTENCE_END = (".", "!", "?")
-_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 
 
 def truncate_words(text: str, max_words: int) -> str:
@@ -33,10 +34,6 @@ def soft_cut(text: str, max_words: int = 75, min_ratio: float = 0.6) -> str:
         return " ".join(window[: last_end + 1])
     cut = " ".join(window).rstrip(",;:-")
     return cut if cut.endswith(_SENTENCE_END) else cut + "."
-
-
-def split_sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SPLIT.split(text.strip()) if s.strip()]
 
 
 def numbered(items: Iterable[tuple[str, str]]) -> str:

@@ -14,11 +14,11 @@ import re
 
 import numpy as np
 
+from common.note_text import split_sentences
 from programs.archehr.no_lm.claims import named_drugs, quantities
 from programs.archehr.no_lm.clinical_lexicon import concepts
 from programs.archehr.no_lm.lexical import bm25_scores, tokens
 from programs.archehr.no_lm.note_layout import KINDS, SECTIONS, layout, placeholder_share
-from programs.archehr.text import split_sentences
 from retrieval.embed import Embedder
 
 EVIDENCE_FEATURE_SET = "evidence/1"

@@ -22,13 +22,13 @@ import dspy
 import numpy as np
 
 from common.errors import ClinprogError, ConfigError
+from common.logistic_fit import standardisation
+from programs.archehr.verdicts import CONTRADICTED, NOT_IN_NOTE, SUPPORTED
 from programs.archehr.verifier.features import TokenAligner, feature_names
-from programs.archehr.verifier.pairs import MAX_PREMISE_SENTENCES, Pair, note_pairs, training_pairs
-from programs.archehr.verifier.perturb import CONFLICT_KINDS, LABELS, NOT_IN_NOTE, SUPPORTED
+from programs.archehr.verifier.pairs import MAX_PREMISE_SENTENCES, Pair, cited_answers, note_pairs, training_pairs
+from programs.archehr.verifier.perturb import CONFLICT_KINDS, LABELS
 from programs.archehr.verifier.weights import VerifierWeights
 from tasks.archehr.data import NoteSentence
-
-CONTRADICTED = "contradicted"
 
 
 class LearnedVerifier(dspy.Module):
@@ -93,17 +93,9 @@ class LearnedVerifier(dspy.Module):
     @staticmethod
     def reference_pairs(examples: Sequence[dspy.Example]) -> tuple[list[list[str]], list[str]]:
         """Every reference answer sentence of `examples` with the note sentences it cites."""
-        premises, hypotheses = [], []
-        for ex in examples:
-            if getattr(ex, "key", None) is None:
-                continue
-            by_id = {s.id: s.text for s in ex.case.sentences}
-            for _, text, cites in ex.key.answer_sentences:
-                cited = [by_id[i] for i in cites if i in by_id][:MAX_PREMISE_SENTENCES]
-                if cited:
-                    premises.append(cited)
-                    hypotheses.append(text)
-        return premises, hypotheses
+        found = [pair for ex in examples if getattr(ex, "key", None) is not None
+                 for pair in cited_answers(ex.case, ex.key)]
+        return [cited for _, cited in found], [text for text, _ in found]
 
     def fit(self, trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example],
             log: Callable[[str], None] = print) -> dict[str, Any]:
@@ -120,8 +112,7 @@ class LearnedVerifier(dspy.Module):
         log(f"verifier: {len(pairs)} training pairs from {len({p.case_id for p in pairs})} cases")
         x = np.array([self.aligner.features(p.hypothesis, p.premise) for p in pairs])
         y = np.array([p.label for p in pairs])
-        mean, scale = x.mean(0), x.std(0)
-        scale[scale < 1e-9] = 1.0
+        mean, scale = standardisation(x)
         head = LogisticRegression(C=self.regularization, max_iter=3000, class_weight="balanced")
         head.fit((x - mean) / scale, y)
         coef, intercept = np.zeros((len(LABELS), x.shape[1])), np.full(len(LABELS), -30.0)

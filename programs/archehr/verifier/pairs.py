@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from programs.archehr.no_lm.evidence import is_header
-from programs.archehr.verifier.perturb import CONFLICT_KINDS, LABELS, NOT_IN_NOTE, SUPPORTED, perturb
+from programs.archehr.verdicts import NOT_IN_NOTE, SUPPORTED
+from programs.archehr.verifier.perturb import CONFLICT_KINDS, LABELS, perturb
 from tasks.archehr.data import Case, KeyCase
 
 MAX_PREMISE_SENTENCES = 3
@@ -28,6 +29,18 @@ class Pair:
     case_id: str
 
 
+def cited_answers(case: Case, key_case: KeyCase) -> list[tuple[str, list[str]]]:
+    """(reference answer sentence, the texts of the note sentences it cites, at most MAX_PREMISE_SENTENCES) of every
+    reference sentence of `case` that cites one."""
+    by_id = {s.id: s.text for s in case.sentences}
+    out = []
+    for _, text, cites in key_case.answer_sentences:
+        cited = [by_id[i] for i in cites if i in by_id][:MAX_PREMISE_SENTENCES]
+        if cited:
+            out.append((text, cited))
+    return out
+
+
 def training_pairs(cases: Sequence[Case], key: dict[str, KeyCase], seed: int = 0, rounds: int = 2,
                    distractor_rate: float = 0.3) -> list[Pair]:
     """Every reference answer sentence of `cases` as a positive, and per round one perturbed copy per kind that
@@ -38,13 +51,9 @@ def training_pairs(cases: Sequence[Case], key: dict[str, KeyCase], seed: int = 0
     for case in cases:
         if not answers.get(case.case_id):
             continue
-        by_id = {s.id: s.text for s in case.sentences}
         plain = [s.text for s in case.sentences if not is_header(s.text)]
         foreign = [t for cid, ref in answers.items() if cid != case.case_id for _, t, _ in ref]
-        for _, text, cites in answers[case.case_id]:
-            cited = [by_id[i] for i in cites if i in by_id][:MAX_PREMISE_SENTENCES]
-            if not cited:
-                continue
+        for text, cited in cited_answers(case, key[case.case_id]):
             for _ in range(rounds):
                 premise = list(cited)
                 extra = [t for t in plain if t not in premise]

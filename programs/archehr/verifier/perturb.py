@@ -14,9 +14,9 @@ import random
 import re
 from collections.abc import Callable
 
+from programs.archehr.verdicts import NOT_IN_NOTE, SUPPORTED
+
 # the verdict labels of the verifier, in the order of its output: 0 supported, then the kinds of conflict
-SUPPORTED = "supported"
-NOT_IN_NOTE = "not in the note"
 CONFLICT_KINDS = ("negation", "direction", "quantity", "side/site", "reason/attribution", "time/order")
 LABELS = (SUPPORTED, *CONFLICT_KINDS, NOT_IN_NOTE)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from common.parameters import FittedParameter, LearnedStateError, _floats
+from common.parameters import FittedParameter, LearnedStateError, _floats, check_standardised
 
 VERIFIER_FORMAT = "clinprog-verifier/1"
 
@@ -40,10 +40,7 @@ class VerifierWeights(FittedParameter):
         if mean.shape != (n,) or scale.shape != (n,) or coef.shape != (k, n) or intercept.shape != (k,):
             raise LearnedStateError(f"{where}: expected mean and scale of {n} numbers, coef {k} x {n} and {k} "
                                     f"intercepts (one per label {list(self.labels)})")
-        if not all(np.isfinite(a).all() for a in (mean, scale, coef, intercept)):
-            raise LearnedStateError(f"{where}: mean, scale, coef and intercept must be finite")
-        if (np.abs(scale) < 1e-12).any():
-            raise LearnedStateError(f"{where}: a scale of 0 divides by zero")
+        check_standardised(where, mean, scale, coef, intercept)
         if not (isinstance(threshold, (int, float)) and math.isfinite(threshold) and 0.0 <= threshold <= 1.0):
             raise LearnedStateError(f"{where}: threshold must be in [0, 1], not {threshold!r}")
         self.features, self.encoder = tuple(features), str(encoder)
