@@ -71,3 +71,40 @@ def test_case_without_note_gets_subtask1_only(dummy_lm):
     dummy_lm([{"clinician_question": "Why?"}])
     pred = program("archehr")(case=Case("121", "Why did they operate?"))
     assert pred.clinician_question == "Why?" and pred.answer is None and pred.selection == "no_note"
+
+
+class _RecordingAnswer(dspy.Module):
+    """An answer stage a user writes: `forward` with or without the optional `scores` input."""
+
+    uses_lm, max_words, soft_cut_ratio = False, 75, 0.6
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def forward(self, clinician_question, evidence, note_excerpt):
+        self.seen.append(None)
+        return dspy.Prediction(answer="Troponin rose.", fallback=None)
+
+
+class _ScoresAnswer(_RecordingAnswer):
+    def forward(self, clinician_question, evidence, note_excerpt, scores=None):
+        self.seen.append(scores)
+        return dspy.Prediction(answer="Troponin rose.", fallback=None)
+
+
+def test_the_evidence_scores_reach_an_answer_stage_that_takes_them_and_one_without_still_runs(dummy_lm,
+                                                                                             bundled_cases):
+    from dataclasses import replace
+
+    case = replace(bundled_cases[0], answer_sentences=())
+    for stage, expected in ((_ScoresAnswer(), "scores"), (_RecordingAnswer(), None)):
+        dummy_lm(script(case))
+        cascade = program("archehr")
+        cascade.answer = stage
+        pred = cascade(case=case)
+        assert pred.answer == "Troponin rose." and pred.evidence_ids == ["4"]
+        if expected:
+            assert stage.seen == [pred.scores] and stage.seen[0]["4"] == 5
+        else:
+            assert stage.seen == [None]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import dspy
 
 from common.note_text import split_sentences
@@ -41,14 +43,18 @@ class ArchEHRCascade(dspy.Module):
         # LMs are runtime resources, not program state: kept out of save()/load().
         self._role_lms = dict(role_lms or {})
 
-    def _stage(self, name: str, ledger: UsageLedger, fallbacks: dict[str, str], *args) -> dspy.Prediction:
-        """Run one stage under its role's LM, timed; on a recorded failure use its no-LM module if configured."""
+    def _stage(self, name: str, ledger: UsageLedger, fallbacks: dict[str, str], *args,
+               **optional) -> dspy.Prediction:
+        """Run one stage under its role's LM, timed; on a recorded failure use its no-LM module if configured.
+        `optional` keyword inputs go to the implementations whose `forward` names them (the protocols' inputs are
+        the positional ones: an implementation written against them is called as before)."""
         with ledger.stage(name, self._role_lms.get(name)):
-            out = getattr(self, name)(*args)
+            stage = getattr(self, name)
+            out = stage(*args, **takes(stage, optional))
             ledger.repaired(name, out.get("repairs", 0))  # stages without string outputs report none
             if out.fallback and name in self._no_lm:
                 fallbacks[name] = out.fallback + " -> no-LM stage"
-                out = self._no_lm[name](*args)
+                out = self._no_lm[name](*args, **takes(self._no_lm[name], optional))
         if out.fallback:
             fallbacks[name] = out.fallback
         return out
@@ -76,7 +82,10 @@ class ArchEHRCascade(dspy.Module):
         by_id = {s.id: s for s in sentences}
         evidence = [by_id[i] for i in ev.evidence_ids]
 
-        ans = self._stage("answer", ledger, fallbacks, q.clinician_question, evidence, case.note_text)
+        # the evidence stage's scores go to an answer stage that takes them (the extractive one's `choose: evidence`
+        # keeps the best-scored sentences when the evidence is over the word limit)
+        ans = self._stage("answer", ledger, fallbacks, q.clinician_question, evidence, case.note_text,
+                          scores=ev.scores)
 
         # Subtask 4 aligns the reference answer sentences when the input provides them; else our own answer.
         if case.answer_sentences:
@@ -108,3 +117,12 @@ class ArchEHRCascade(dspy.Module):
             answer_sentences=answer_items, grounding=grounding,
             fallbacks=fallbacks, repairs=ledger.repairs(), usage=ledger.as_dict(),
         )
+
+
+def takes(stage: object, optional: dict[str, object]) -> dict[str, object]:
+    """The entries of `optional` that `stage.forward` has a parameter for."""
+    try:
+        params = inspect.signature(type(stage).forward).parameters
+    except (TypeError, ValueError):
+        return {}
+    return {k: v for k, v in optional.items() if k in params}

@@ -38,7 +38,8 @@ class EvidenceStage(Protocol):
 
 
 class AnswerStage(Protocol):
-    """-> answer (<= max_words, soft cut), fallback."""
+    """-> answer (<= max_words, soft cut), fallback. An implementation whose `forward` also takes `scores` gets the
+    evidence stage's {sentence id: 1-5} (or None) as that keyword."""
 
     uses_lm: ClassVar[bool]
     max_words: int

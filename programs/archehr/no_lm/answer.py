@@ -1,11 +1,13 @@
 """Stage 3 without an LM: the selected evidence sentences, headers dropped, within the answer's word limit.
 
-`choose: note_order` takes them in note order and cuts at the limit (the soft cut), so the sentences that answer the
-question can be the ones cut when the evidence runs long. `choose: question` keeps whole sentences: when the evidence
-is over the limit, the sentences closest to the clinician question (cosine with the program's embedder) are taken
-first while they fit, then put back in note order; a first sentence over the limit alone is soft-cut as before.
-Measured on the 34 dev cases (validation; benchmarks/README.md, "The extractive answer"): Subtask 3 overall 33.3 ->
-41.8 with `question` (keeping whole sentences in note order instead, without the ranking: 33.6).
+When the evidence is over the limit, `choose` says which sentences stay. `note_order` takes them in note order and
+cuts at the limit (the soft cut), so the sentences that answer the question can be the ones cut. `question` keeps
+whole sentences: the closest to the clinician question (cosine with the program's embedder) first while they fit,
+then back in note order. `evidence` (the default) ranks by the evidence stage's scores first (the cascade passes
+them), the question breaking ties: a sentence the evidence stage scored 5 stays before one it scored 4. A first
+sentence over the limit alone is soft-cut in each mode.
+Measured (benchmarks/README.md, "The extractive answer"; Subtask 3 overall, the four offline metrics) on the 34 dev
+and 32 realistic cases: note_order 33.3 / 26.9 / 27.3, question 41.8 / 31.7 / 33.8, evidence 41.4 / 33.6 / 36.0.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from programs.archehr.no_lm.similarity import cosine_matrix
 from programs.archehr.text import check_answer_limits, soft_cut
 from tasks.archehr.data import NoteSentence
 
-CHOICES = ("note_order", "question")
+CHOICES = ("note_order", "question", "evidence")
 
 
 def _sentence(text: str) -> str:
@@ -29,7 +31,7 @@ def _sentence(text: str) -> str:
 
 
 class ExtractiveAnswer(dspy.Module):
-    def __init__(self, max_words: int, soft_cut_ratio: float, choose: str = "question",
+    def __init__(self, max_words: int, soft_cut_ratio: float, choose: str = "evidence",
                  embedder: Any = None) -> None:
         super().__init__()
         check_answer_limits(max_words, soft_cut_ratio)
@@ -37,23 +39,28 @@ class ExtractiveAnswer(dspy.Module):
             raise ConfigError(f"program.answer.choose must be one of {list(CHOICES)}, not {choose!r}")
         self.max_words, self.soft_cut_ratio, self.choose, self.embedder = max_words, soft_cut_ratio, choose, embedder
 
-    def forward(self, clinician_question: str, evidence: list[NoteSentence], note_excerpt: str) -> dspy.Prediction:
-        kept = [_sentence(s.text) for s in evidence if not is_header(s.text)]
-        if self.choose == "question" and self.embedder is not None and \
-                sum(len(t.split()) for t in kept) > self.max_words:
-            kept = self.closest_that_fit(clinician_question, kept)
-        return dspy.Prediction(answer=soft_cut(" ".join(kept), self.max_words, self.soft_cut_ratio), fallback=None)
+    def forward(self, clinician_question: str, evidence: list[NoteSentence], note_excerpt: str,
+                scores: dict[str, float] | None = None) -> dspy.Prediction:
+        """`scores`: the evidence stage's {sentence id: Likert score}, which `choose: evidence` ranks by first."""
+        kept = [s for s in evidence if not is_header(s.text)]
+        texts = [_sentence(s.text) for s in kept]
+        if self.choose != "note_order" and self.embedder is not None and \
+                sum(len(t.split()) for t in texts) > self.max_words:
+            first = [float((scores or {}).get(s.id, 0.0)) if self.choose == "evidence" else 0.0 for s in kept]
+            texts = self.best_that_fit(clinician_question, texts, first)
+        return dspy.Prediction(answer=soft_cut(" ".join(texts), self.max_words, self.soft_cut_ratio), fallback=None)
 
-    def closest_that_fit(self, question: str, sentences: list[str]) -> list[str]:
-        """The sentences closest to the question that fit in `max_words` together, in note order (the closest one
-        alone when none fits)."""
+    def best_that_fit(self, question: str, sentences: list[str], first: list[float]) -> list[str]:
+        """The sentences ranked by `first` (then by cosine to the question) that fit in `max_words` together, in
+        note order (the best one alone when none fits)."""
         sims = cosine_matrix(self.embedder, [question], sentences)[0]
+        rank = sorted(range(len(sentences)), key=lambda i: (-first[i], -float(sims[i])))
         chosen, words = [], 0
-        for i in sorted(range(len(sentences)), key=lambda i: -float(sims[i])):
+        for i in rank:
             n = len(sentences[i].split())
             if words + n <= self.max_words:
                 chosen.append(i)
                 words += n
         if not chosen:
-            chosen = [int(max(range(len(sentences)), key=lambda i: float(sims[i])))]
+            chosen = [rank[0]]
         return [sentences[i] for i in sorted(chosen)]
