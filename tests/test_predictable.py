@@ -22,7 +22,7 @@ CASES = ROOT / "data" / "archehr" / "realistic_cases_b.xml"
 N_CASES = 3
 
 
-def candidates(stage, narrative: str) -> list[tuple[str, float]]:
+def candidates(stage, narrative: str) -> list[tuple[str, float, bool]]:
     message = stage.prepare(narrative)
     return stage.candidates(message, stage.choose_register(message))
 

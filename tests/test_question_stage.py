@@ -188,3 +188,19 @@ def test_threads_reach_the_model_and_come_from_the_environment_by_default(monkey
     llm, _ = stage.loaded()
     assert stage("Why was my lisinopril stopped?").clinician_question.endswith("?")
     assert _DECODERS[id(llm)].threads == 1  # set at the message, whatever another stage on the model used
+
+
+def test_a_question_cut_at_the_word_limit_loses_to_a_whole_one_and_is_kept_only_when_none_is_whole():
+    from programs.archehr.question_model import FinetunedQuestionInterpreter
+    from programs.archehr.question_text import reply_fits
+
+    long_reply = "How long can someone safely take prednisone for asthma flares for a long period of time without harm?"
+    assert not reply_fits(long_reply, 15) and reply_fits("Question: Is prednisone safe for asthma? It is.", 15)
+    cut = finish_question(long_reply, 15)
+    assert cut.endswith("for a long period of?")
+    stage = FinetunedQuestionInterpreter()
+    message = "I take prednisone for asthma flares. How long can I take it safely?"
+    # the cut one is more probable and covers the message as well: the whole one still wins
+    assert stage.pick([(cut, -0.1, False), ("Is prednisone safe for asthma?", -0.9, True)], message) == \
+        "Is prednisone safe for asthma?"
+    assert stage.pick([(cut, -0.1, False), ("Is this true?", -0.05, True)], message) == cut  # a placeholder: no

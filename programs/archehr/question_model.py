@@ -39,6 +39,7 @@ from programs.archehr.question_text import (
     fit_to_budget,
     normalise_message,
     opening,
+    reply_fits,
 )
 from programs.archehr.text import truncate_words
 
@@ -178,11 +179,11 @@ class FinetunedQuestionInterpreter(dspy.Module):
         p = float(self.register_head.probabilities(self.embedder.encode_queries([message]))[0])
         return "clinician" if p >= float(self.register_head.selection.get("threshold", 0.5)) else "consumer"
 
-    def candidates(self, message: str, register: str) -> list[tuple[str, float]]:
-        """(question, mean log-probability of its tokens) for the greedy reply and `samples` sampled ones, best
-        first. The prompt is read once and the candidates decode together, one batch per step (lms/llama_batch.py);
-        a candidate stops at the end of its turn or once `finish_question` would drop what follows (its '?', the
-        end of its first line, a word past the limit)."""
+    def candidates(self, message: str, register: str) -> list[tuple[str, float, bool]]:
+        """(question, mean log-probability of its tokens, whole: the reply's question fit in `max_words` as written)
+        for the greedy reply and `samples` sampled ones, best first. The prompt is read once and the candidates
+        decode together, one batch per step (lms/llama_batch.py); a candidate stops at the end of its turn or once
+        `finish_question` would drop what follows (its '?', the end of its first line, a word past the limit)."""
         llm, lock = self.loaded()
         instruction = self.adapter.instructions.get(register, INSTRUCTIONS[register])
         prompt = build_prompt(instruction, message)
@@ -220,22 +221,28 @@ class FinetunedQuestionInterpreter(dspy.Module):
                 if not chosen or step + 1 == self.max_new_tokens:
                     break
                 logits = decoder.step(len(tokens) + step, chosen)
-        found: dict[str, float] = {}
+        found: dict[str, tuple[float, bool]] = {}
         for run in range(n_seq):
-            question = finish_question(text[run].decode("utf-8", "replace"), self.max_words)
+            reply = text[run].decode("utf-8", "replace")
+            question = finish_question(reply, self.max_words)
             score = total[run] / max(1, len(out[run]))
-            if question and score > found.get(question, -1e9):
-                found[question] = score
-        return sorted(found.items(), key=lambda x: -x[1])
+            if question:
+                best, whole = found.get(question, (-1e9, False))
+                found[question] = (max(best, score), whole or reply_fits(reply, self.max_words))
+        return sorted(((q, s, whole) for q, (s, whole) in found.items()), key=lambda x: -x[1])
 
-    def pick(self, candidates: list[tuple[str, float]], message: str, register: str = "consumer") -> str | None:
+    def pick(self, candidates: list[tuple[str, float, bool]], message: str, register: str = "consumer") -> str | None:
         """The best candidate by log-probability + coverage_weight x coverage - opening_weight x the share of the
-        training references that open the same way (a template the data over-represents must win on its merits);
-        None when each candidate is a placeholder."""
+        training references that open the same way (a template the data over-represents must win on its merits),
+        among the whole questions when there is one (a question cut at `max_words` ends mid-phrase); None when each
+        candidate is a placeholder."""
         stems = content_stems(message)
         prior = (self.adapter.fit.get("opening_prior") or {}).get(register) or {}
+        usable = [(q, s, whole) for q, s, whole in candidates
+                  if q and coverage(q, stems) > 0 and not has_control_tokens(q)]
+        pool = [c for c in usable if c[2]] or usable
         scored = [(s + self.coverage_weight * coverage(q, stems) - self.opening_weight * float(prior.get(opening(q), 0.0)),
-                   q) for q, s in candidates if q and coverage(q, stems) > 0 and not has_control_tokens(q)]
+                   q) for q, s, _ in pool]
         return max(scored, key=lambda x: x[0])[1] if scored else None
 
     def forward(self, patient_narrative: str, patient_question: str = "") -> dspy.Prediction:

@@ -52,14 +52,23 @@ def fit_to_budget(message: str, count_tokens: Callable[[str], int], budget: int)
     return " ".join(sentences[i] for i in sorted(kept))
 
 
+def _reply_question(text: str) -> str:
+    """A reply's question as written: its first line, a leading label removed, up to its '?' when it has one."""
+    line = next((ln for ln in text.strip().splitlines() if ln.strip()), "")
+    line = _LEADING_LABEL.sub("", line).strip().strip('"').strip()
+    return line[: line.index("?") + 1] if "?" in line else line  # a reply that goes on after its question
+
+
+def reply_fits(text: str, max_words: int) -> bool:
+    """Whether `finish_question` keeps the reply's question whole: a question cut at `max_words` ends mid-phrase
+    ("... for a long period of?")."""
+    return len(_reply_question(text).split()) <= max_words
+
+
 def finish_question(text: str, max_words: int) -> str:
     """One question from a model's reply: its first line, a leading label removed, at most `max_words` words, ending
     in '?'. Empty when nothing is left."""
-    line = next((ln for ln in text.strip().splitlines() if ln.strip()), "")
-    line = _LEADING_LABEL.sub("", line).strip().strip('"').strip()
-    if "?" in line:  # a reply that goes on after its question: the question
-        line = line[: line.index("?") + 1]
-    words = line.split()[:max_words]
+    words = _reply_question(text).split()[:max_words]
     if not words:
         return ""
     out = " ".join(words).rstrip(",;:.-!")
