@@ -204,3 +204,19 @@ def test_a_question_cut_at_the_word_limit_loses_to_a_whole_one_and_is_kept_only_
     assert stage.pick([(cut, -0.1, False), ("Is prednisone safe for asthma?", -0.9, True)], message) == \
         "Is prednisone safe for asthma?"
     assert stage.pick([(cut, -0.1, False), ("Is this true?", -0.05, True)], message) == cut  # a placeholder: no
+
+
+def test_an_opening_the_training_references_overuse_in_either_register_is_penalised_in_both():
+    from programs.archehr.question_model import FinetunedQuestionInterpreter, opening_penalties
+
+    prior = {"consumer": {"what are the treatments": 0.2}, "clinician": {"why was his antibiotic": 0.05}}
+    assert opening_penalties(prior) == {"what are the treatments": 0.2, "why was his antibiotic": 0.05}
+    stage = FinetunedQuestionInterpreter()
+    message = "Why did they change his antibiotic for the pneumonia? What are the treatments?"
+    template, specific = ("What are the treatments for his pneumonia?", -0.2, True), \
+        ("Why was his antibiotic changed?", -0.5, True)
+    stage.adapter.fit = {"opening_prior": prior}
+    # a clinician question: the consumer references' template costs 3 x 0.2, more than its log-probability lead
+    assert stage.pick([template, specific], message) == specific[0]
+    stage.adapter.fit = {"opening_prior": {}}
+    assert stage.pick([template, specific], message) == template[0]

@@ -231,13 +231,15 @@ class FinetunedQuestionInterpreter(dspy.Module):
                 found[question] = (max(best, score), whole or reply_fits(reply, self.max_words))
         return sorted(((q, s, whole) for q, (s, whole) in found.items()), key=lambda x: -x[1])
 
-    def pick(self, candidates: list[tuple[str, float, bool]], message: str, register: str = "consumer") -> str | None:
+    def pick(self, candidates: list[tuple[str, float, bool]], message: str) -> str | None:
         """The best candidate by log-probability + coverage_weight x coverage - opening_weight x the share of the
-        training references that open the same way (a template the data over-represents must win on its merits),
+        training references that open the same way, in whichever register has it most (a template the data
+        over-represents must win on its merits, and one network learns both registers: the consumer references'
+        "What are the treatments for ..." leaks into clinician questions, where its own references never use it),
         among the whole questions when there is one (a question cut at `max_words` ends mid-phrase); None when each
         candidate is a placeholder."""
         stems = content_stems(message)
-        prior = (self.adapter.fit.get("opening_prior") or {}).get(register) or {}
+        prior = opening_penalties(self.adapter.fit.get("opening_prior") or {})
         usable = [(q, s, whole) for q, s, whole in candidates
                   if q and coverage(q, stems) > 0 and not has_control_tokens(q)]
         pool = [c for c in usable if c[2]] or usable
@@ -254,7 +256,7 @@ class FinetunedQuestionInterpreter(dspy.Module):
             return dspy.Prediction(clinician_question="", register=None, fallback="empty message")
         message = self.prepare(narrative)
         register = self.choose_register(normalise_message(narrative))
-        best = self.pick(self.candidates(message, register), message, register)
+        best = self.pick(self.candidates(message, register), message)
         if best is None:
             rule = truncate_words(first_question_sentence(normalise_message(narrative)), self.max_words)
             return dspy.Prediction(clinician_question=rule, register=register,
@@ -289,6 +291,15 @@ class FinetunedQuestionInterpreter(dspy.Module):
 
     def finetune_review(self, valset: list[dspy.Example], metric: Any) -> dict[str, Any]:
         return question_finetune.review_questions(self, valset, metric, self.max_words)
+
+def opening_penalties(prior: dict[str, dict[str, float]]) -> dict[str, float]:
+    """{4-word opening: its largest share of the training references over the registers}."""
+    out: dict[str, float] = {}
+    for shares in prior.values():
+        for key, share in shares.items():
+            out[key] = max(out.get(key, 0.0), float(share))
+    return out
+
 
 def register_matrix(embedder: Any, messages: list[str]) -> np.ndarray:
     return embedder.encode_queries([normalise_message(m) for m in messages])
