@@ -1029,7 +1029,6 @@ def _serve_load_checks(check: Callable, answered: Callable, tmp: Path) -> None:
         expect(server.post(CASE), 200)
 
 
-
 def _serve_protocol_checks(check: Callable, answered: Callable, tmp: Path) -> None:
     """Item 14 and round 3: numbers, tokens, auth, chunked bodies, error objects, forged ids, tracebacks."""
     @check("14", "a JSON number of 4,301 digits is 422 (not 400)")

@@ -57,7 +57,7 @@ def test_extractive_answer_drops_headers_and_ends_sentences():
     assert long.answer == "Lisinopril was held because of hypotension and acute kidney injury."
 
 
-def test_over_the_limit_the_default_answer_keeps_the_whole_sentences_closest_to_the_question_in_note_order():
+def test_over_the_limit_without_scores_the_default_answer_keeps_the_whole_sentences_closest_to_the_question():
     evidence = [NoteSentence("1", "He presented with two days of crushing chest pain radiating to the left arm."),
                 NoteSentence("2", "The ECG showed ST elevation in the anterior leads and troponin was elevated."),
                 NoteSentence("3", "A drug-eluting stent was placed in the proximal left anterior descending artery."),
@@ -84,12 +84,13 @@ def test_choose_evidence_ranks_by_the_evidence_stages_scores_then_by_the_questio
     ranked = answer(clinician_question=question, evidence=evidence, note_excerpt="",
                     scores={"1": 5, "2": 5, "3": 4, "4": 4}).answer
     assert ranked == f"{evidence[0].text} {evidence[1].text}"
-    # equal relevance (or none given): the question decides, as with choose=question
+    # equal scores (or none given): the question decides, as with choose=question
     by_question = archehr_stage("answer", "extractive", "program.answer.max_words=30")(
         clinician_question=question, evidence=evidence, note_excerpt="").answer
     assert answer(clinician_question=question, evidence=evidence, note_excerpt="").answer == by_question
     assert answer(clinician_question=question, evidence=evidence, note_excerpt="",
                   scores=dict.fromkeys("1234", 4)).answer == by_question
+
 
 def test_the_soft_cut_ratio_acts_on_a_sentence_over_the_limit_in_either_mode():
     long_one = [NoteSentence("1", "He was treated with intravenous ampicillin and ceftriaxone. " + "word " * 20 + "end.")]

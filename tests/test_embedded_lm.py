@@ -123,7 +123,7 @@ def test_finetune_compiles_the_adapter_which_saves_and_loads_as_program_state(tm
                              register="consumer" if i else "clinician").with_inputs("case")
                 for i, (m, r) in enumerate(VAL * 2)]
     compiled = LoraFinetune(rank=2, layers=1, epochs=1.0, batch_size=2, warmup_steps=0,
-                                max_input_tokens=32).compile(student, trainset=trainset)
+                            max_input_tokens=32).compile(student, trainset=trainset)
     assert compiled.question.adapter.fitted and not student.question.adapter.fitted
     fit = compiled.question.adapter.fit
     assert fit["kept_after_opening_cap"] == 4  # each repeated reference kept once (max_opening_share)

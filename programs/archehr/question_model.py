@@ -263,7 +263,6 @@ class FinetunedQuestionInterpreter(dspy.Module):
                                    fallback="no candidate names anything the message says: its first question sentence")
         return dspy.Prediction(clinician_question=best, register=register, fallback=None)
 
-
     # --- how optimizer=finetune trains this stage (the recipe: programs/archehr/question_finetune.py) ---------
     def training_prompt(self, register: str, message: str) -> str:
         return build_prompt(INSTRUCTIONS[register], message)
@@ -291,6 +290,7 @@ class FinetunedQuestionInterpreter(dspy.Module):
 
     def finetune_review(self, valset: list[dspy.Example], metric: Any) -> dict[str, Any]:
         return question_finetune.review_questions(self, valset, metric, self.max_words)
+
 
 def opening_penalties(prior: dict[str, dict[str, float]]) -> dict[str, float]:
     """{4-word opening: its largest share of the training references over the registers}."""
