@@ -3,6 +3,7 @@
     python benchmarks/grounding_eval.py [--cases X.xml --key X_key.json ...] [--grounding claims] [--seed 0]
                                         [--fabrications FILE] [--override KEY=VALUE ...] [--list-missed]
     python benchmarks/grounding_eval.py --compare [--fabrications FILE] [--compiled STATE]
+                                        [--judge-lm embedded [--lm-override KEY=VALUE ...] [--judge-from 0.99 ...]]
 
 Cases: any ArchEHR XML files with their keys (`--cases`/`--key`, repeatable, in pairs; default
 data/archehr/dev_cases.xml (34) + bundled_cases.xml (3)). Negatives: every reference answer sentence with its
@@ -27,7 +28,12 @@ sentences injected into the otherwise correct answer of a case, at a random plac
 
 `--compare` scores, at their configured settings, the rules (`claims`), the learned verifier alone
 (`learned`, `program.grounding.rules=false`) and both (`learned`), the verifier's weights loaded from `--compiled`
-(default: the shipped program state), with each one's milliseconds per answer sentence.
+(default: the shipped program state), with each one's milliseconds per answer sentence. With `--judge-lm OPTION` (a
+conf/lm option: embedded, openai_compatible with `--lm-override lm.client.api_base=...`, ...) it also scores the LM
+judge (`program.grounding.judge=lm`; its demos from `--compiled` when that state holds a compiled judge): alone, with
+the rules, with the rules and the verifier, and with the verifier as its first pass (`judge_from`), each row with the
+LM calls it needs. The judge is asked once per sentence (one pass of the rules + verifier + judge check); the other
+rows are read from the same verdicts (what each part flagged), as each configuration would decide.
 
 The check runs exactly as in the program (program/archehr/grounding=<option>: a run with an LM's, unless --grounding
 names another; `--override program.grounding.check_negation=true` sets any other key), over a small grid of its two
@@ -76,6 +82,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--compare", action="store_true", help="rules vs learned verifier vs both, one table")
     parser.add_argument("--compiled", default=str(DATA / "compiled_program.json"),
                         help="program state holding the learned verifier's weights (default: the shipped one)")
+    parser.add_argument("--judge-lm", default=None, help="with --compare: also the LM judge on this conf/lm option")
+    parser.add_argument("--lm-override", action="append", default=[], metavar="KEY=VALUE",
+                        help="an lm.* override for --judge-lm, e.g. lm.client.api_base=http://127.0.0.1:8080/v1")
+    parser.add_argument("--judge-from", type=float, action="append", default=None,
+                        help="a first-pass row's program.grounding.judge_from (the verifier's probability; "
+                             "repeatable; default 0.99 and 0.999: the shipped verifier flags from 0.9995)")
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
     if args.cases or args.key:
@@ -103,6 +115,11 @@ def main(argv: Sequence[str] | None = None) -> None:
               f"({'from ' + args.fabrications if fabrications is not None else 'made here'}); verifier weights from "
               f"{os.path.relpath(args.compiled)}\n")
         print("\n".join(compare(embedder, items, kinds, args.compiled, args.override)))
+        if args.judge_lm:
+            print(f"\nThe LM judge, lm={args.judge_lm}" + (f" ({' '.join(args.lm_override)})" if args.lm_override else "")
+                  + ":\n")
+            print("\n".join(judge_rows(embedder, items, kinds, args.compiled, args.override,
+                                        [f"lm={args.judge_lm}", *args.lm_override], args.judge_from or [0.99, 0.999])))
         return
     source = f"fabrications from {args.fabrications}" if fabrications is not None else "fabrications made here"
     print(f"{len(items)} cases: {sum(len(i.sentences) - len(i.fabricated) for i in items)} reference answer sentences, "
@@ -160,6 +177,75 @@ def compare(embedder, items, kinds: Sequence[str], compiled: str, overrides: Seq
         s = score(check, items)
         ms = 1000 * (time.perf_counter() - started) / max(1, s.negatives + s.tp + s.fn)
         lines.append(f"| {name} | {s.precision:.3f} | {s.recall:.3f} | {s.false_flag_rate:.3f} | {ms:.0f} |"
+                     + "".join(f" {s.recall_of(k):.3f} |" for k in kinds))
+    return lines
+
+
+def judge_rows(embedder, items, kinds: Sequence[str], compiled: str, overrides: Sequence[str],
+               lm_overrides: Sequence[str], judge_from: Sequence[float]) -> list[str]:
+    """The LM judge's rows: one pass of rules + verifier + judge (every sentence asked), then each configuration's
+    decision read from which part flagged each sentence."""
+    import time
+
+    import dspy
+    from hydra.utils import instantiate
+
+    from common.config_groups import compose_config
+    from common.program_state import load_module_state
+    from common.resources import Resources
+    from lms import build_lm
+    from runners.dspy_setup import configure_dspy
+
+    cfg = compose_config("program=archehr", "stages=lm", "program/archehr/grounding=learned",
+                         "program.grounding.judge=lm", *overrides, *lm_overrides)
+    configure_dspy(cfg)
+    lm = build_lm(cfg.lm)
+    check = Resources(embedder=embedder).complete(instantiate(cfg.program.grounding, _convert_="all"),
+                                                  "program.grounding", max_words=75, soft_cut_ratio=0.6)
+    load_module_state(check, compiled, "_grounding")
+    demos = len(check.judge.predict.demos)
+    recorded = []
+    with dspy.context(lm=lm):
+        started = time.perf_counter()
+        for item in items:
+            recorded.append(check(item.sentences, item.alignment, list(item.case.sentences)).verdicts)
+        seconds = time.perf_counter() - started
+    sentences = sum(len(v) for v in recorded)
+
+    def judge_flags(v: dict) -> bool:
+        return (v.get("judge") or {}).get("verdict", "supported") != "supported"
+
+    def rules_flag(v: dict) -> bool:
+        return any(not r.startswith(("verifier:", "LM judge:")) for r in v.get("reasons") or [])
+
+    def verifier_flags(v: dict) -> bool:
+        return (v.get("verifier") or {}).get("verdict", "supported") != "supported"
+
+    def asked_at(v: dict, t: float) -> bool:
+        return rules_flag(v) or (v.get("verifier") or {}).get("probability", 1.0) >= t
+
+    rows = [("LM judge alone", judge_flags, sentences),
+            ("rules + LM judge", lambda v: rules_flag(v) or judge_flags(v), sentences),
+            ("rules + verifier + LM judge (judge_from=0)",
+             lambda v: rules_flag(v) or verifier_flags(v) or judge_flags(v), sentences)]
+    for t in judge_from:
+        rows.append((f"rules + verifier + LM judge (judge_from={t})",
+                     lambda v, t=t: rules_flag(v) or verifier_flags(v) or (asked_at(v, t) and judge_flags(v)),
+                     sum(asked_at(v, t) for vs in recorded for v in vs)))
+    unavailable = sum("unavailable" in (v.get("judge") or {}) for vs in recorded for v in vs)
+    lines = [f"{sentences} sentences judged in {seconds:.0f} s ({1000 * seconds / max(1, sentences):.0f} ms each, "
+             f"the judge's {demos} demos); replies that did not parse (no flag): {unavailable}", "",
+             "| check | flag precision | flag recall | false-flag rate (reference) | LM calls |"
+             + "".join(f" recall: {k} |" for k in kinds), "|---|---|---|---|---|" + "---|" * len(kinds)]
+    for name, flags, calls in rows:
+        replay = iter(recorded)
+
+        def decided(*_, flags=flags, replay=replay):
+            return dspy.Prediction(verdicts=[{**v, "verdict": "contradicted" if flags(v) else "supported"}
+                                             for v in next(replay)])
+
+        s = score(decided, items)
+        lines.append(f"| {name} | {s.precision:.3f} | {s.recall:.3f} | {s.false_flag_rate:.3f} | {calls} |"
                      + "".join(f" {s.recall_of(k):.3f} |" for k in kinds))
     return lines
 

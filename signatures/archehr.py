@@ -6,6 +6,8 @@ the stage's code enforces (`program.question.max_words`, `program.answer.max_wor
 
 from __future__ import annotations
 
+from typing import Literal
+
 import dspy
 
 
@@ -69,12 +71,16 @@ class AlignAnswer(dspy.Signature):
     citations: list[list[str]] = dspy.OutputField(desc="for each answer sentence, the supporting note sentence ids")
 
 
-class JudgeSupport(dspy.Signature):
-    """You check a clinical answer against its sources. Decide whether the note sentences fully support the answer
-    sentence: every fact, number, drug and finding in it must be stated or directly implied by them. Paraphrase in
-    plain language is fine; a fact they do not contain is not supported."""
+class JudgeGrounding(dspy.Signature):
+    """You check one sentence of a clinical answer against the note sentences it cites. Every fact in the sentence
+    (finding, negation, direction of change, number or dose, side or site, reason, order of events) must be stated or
+    directly implied by the note sentences; plain-language paraphrase is fine. Say `contradicted` when the note states
+    otherwise, `not in the note` when the sentence adds a fact the note does not hold, else `supported`."""
 
     answer_sentence: str = dspy.InputField()
     note_sentences: str = dspy.InputField(desc="the cited note sentences, one per line, formatted `[id] text`")
-    supported: bool = dspy.OutputField()
-    reason: str = dspy.OutputField(desc="one short sentence")
+    verdict: Literal["supported", "contradicted", "not in the note"] = dspy.OutputField()
+    kind: Literal["none", "negation", "direction", "quantity", "side/site", "reason/attribution", "time/order",
+                  "other"] = dspy.OutputField(desc="the kind of conflict; none when supported")
+    conflicting_words: str = dspy.OutputField(desc="the words of the answer sentence the note does not support "
+                                                   "(empty when supported)")

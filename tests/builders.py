@@ -49,3 +49,18 @@ def program(name: str, *overrides: str, role_lms: dict[str, dspy.LM] | None = No
     else:
         resources.setdefault("embedder", shared_embedder())
     return contract_for(cfg).build(cfg, role_lms, **resources)
+
+
+def grounding_check(choice: str, *overrides: str):
+    """The grounding check of a run with an LM, as contract.build makes it (with the compiled state's weights)."""
+    from hydra.utils import instantiate
+
+    from common.program_state import load_module_state
+    from common.resources import Resources
+
+    cfg = config("program=archehr", "stages=lm", f"program/archehr/grounding={choice}", *overrides)
+    built = Resources(embedder=shared_embedder()).complete(instantiate(cfg.program.grounding, _convert_="all"),
+                                                           "program.grounding", max_words=75, soft_cut_ratio=0.6)
+    if cfg.program.get("compiled"):
+        load_module_state(built, cfg.program.compiled, "_grounding")
+    return built

@@ -136,3 +136,20 @@ def test_finetune_compiles_the_adapter_which_saves_and_loads_as_program_state(tm
     assert again.question.adapter.adapter_id == compiled.question.adapter.adapter_id
     message = VAL[0][0]
     assert again.question(message).clinician_question == compiled.question(message).clinician_question
+
+
+def test_the_grounding_judge_gets_a_typed_verdict_from_the_embedded_model(tmp_path):
+    from common.config_groups import compose_config
+    from lms import build_lm
+    from programs.archehr.grounding_judge import KINDS, VERDICTS, GroundingJudge
+    from runners.dspy_setup import configure_dspy
+    from tasks.archehr.data import NoteSentence
+
+    cfg = compose_config("program=archehr", "lm=embedded", "lm.client.cache=false", f"cache_dir={tmp_path}")
+    configure_dspy(cfg)
+    note = [NoteSentence("4", "CT showed a 3 cm mass in the right kidney.")]
+    with dspy.context(lm=build_lm(cfg.lm)):
+        found = GroundingJudge()(answer_sentence="The scan found a mass in his left kidney.", note_sentences=note)
+    # the constrained reply parses into the signature's types (what it decides is measured in benchmarks/README.md)
+    assert found.verdict in VERDICTS and found.kind in KINDS
+    assert (found.kind == "none") == (found.verdict == "supported")

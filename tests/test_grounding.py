@@ -57,14 +57,25 @@ def test_grounding_can_be_switched_off(dummy_lm, bundled_cases):
 
 def test_an_lm_judge_is_a_third_check_when_configured(dummy_lm):
     judge = check("program.grounding.judge=lm")
-    dummy_lm([{"supported": False, "reason": "the note gives no dose"}, {"supported": True, "reason": "stated"}])
+    dummy_lm([{"verdict": "not in the note", "kind": "quantity", "conflicting_words": "5 mg"},
+              {"verdict": "supported", "kind": "none", "conflicting_words": ""}])
     answer = [{"id": "1", "text": "She was started on aspirin and ticagrelor."},
               {"id": "2", "text": "She was started on aspirin."}]
     alignment = [{"answer_id": "1", "evidence_id": ["4"]}, {"answer_id": "2", "evidence_id": ["4"]}]
     verdicts = judge(answer, alignment, NOTE).verdicts
-    assert verdicts[0]["verdict"] == "not in the note" and verdicts[0]["reasons"] == ["LM judge: the note gives no dose"]
-    assert verdicts[1]["verdict"] == "supported"
+    assert verdicts[0]["verdict"] == "not in the note"
+    assert verdicts[0]["reasons"] == ["LM judge: not in the note (quantity): '5 mg'"]
+    assert verdicts[0]["judge"] == {"verdict": "not in the note", "kind": "quantity", "conflicting_words": "5 mg"}
+    assert verdicts[1]["verdict"] == "supported" and verdicts[1]["judge"]["kind"] == "none"
     assert check().judge is None  # no predictor unless configured
+
+
+def test_an_lm_judge_reply_that_does_not_parse_is_said_and_flags_nothing(dummy_lm):
+    judge = check("program.grounding.judge=lm")
+    dummy_lm([{"verdict": "maybe", "kind": "none", "conflicting_words": ""}] * 2)
+    answer = [{"id": "1", "text": "She was started on aspirin and ticagrelor."}]
+    verdict = judge(answer, [{"answer_id": "1", "evidence_id": ["4"]}], NOTE).verdicts[0]
+    assert verdict["verdict"] == "supported" and verdict["judge"]["unavailable"].startswith("LM judge unavailable")
 
 
 def test_the_lm_judge_needs_an_lm():

@@ -22,7 +22,7 @@ from programs.archehr.verifier.pairs import note_pairs, training_pairs
 from programs.archehr.verifier.perturb import CONFLICT_KINDS, LABELS, perturb
 from programs.archehr.verifier.weights import VerifierWeights
 from tasks.archehr.data import Case, KeyCase, NoteSentence, load_cases, load_key
-from tests.builders import config, shared_embedder
+from tests.builders import config, grounding_check, shared_embedder
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,21 +59,6 @@ def test_training_pairs_come_from_reference_answers_and_their_citations():
     own = note_pairs([case], seed=0, per_case=5, min_words=3)
     assert own and all(p.hypothesis == note[0].text or p.hypothesis == note[1].text or LABELS[p.label] != SUPPORTED
                        for p in own)
-
-
-def grounding_check(choice: str, *overrides: str):
-    """The grounding check of a run with an LM, as contract.build makes it (with the compiled state's weights)."""
-    from hydra.utils import instantiate
-
-    from common.program_state import load_module_state
-    from common.resources import Resources
-
-    cfg = config("program=archehr", "stages=lm", f"program/archehr/grounding={choice}", *overrides)
-    built = Resources(embedder=shared_embedder()).complete(instantiate(cfg.program.grounding, _convert_="all"),
-                                                           "program.grounding", max_words=75, soft_cut_ratio=0.6)
-    if cfg.program.get("compiled"):
-        load_module_state(built, cfg.program.compiled, "_grounding")
-    return built
 
 
 def _fitted_weights() -> VerifierWeights:

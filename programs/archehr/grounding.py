@@ -20,15 +20,13 @@ import dspy
 
 from common.errors import ConfigError
 from common.failures import RECOVERABLE, describe
-from common.markup import strip_markup
+from programs.archehr.grounding_judge import GroundingJudge
 from programs.archehr.no_lm.evidence import is_header
 from programs.archehr.no_lm.lexical import tokens
 from programs.archehr.no_lm.similarity import cosine_matrix
-from programs.archehr.text import numbered, soft_cut
+from programs.archehr.text import soft_cut
 from programs.archehr.verdicts import CONTRADICTED, NOT_IN_NOTE, SUPPORTED, flagged
 from retrieval.embed import Embedder
-from signatures.archehr import JudgeSupport
-from signatures.constrained import reply_bound
 from tasks.archehr.data import NoteSentence
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
@@ -68,7 +66,8 @@ def content(text: str) -> set[str]:
 
 class GroundingCheck(dspy.Module):
     def __init__(self, embedder: Embedder, min_similarity: float, min_coverage: float, on_unsupported: str,
-                 max_words: int, soft_cut_ratio: float, judge: str = "none") -> None:
+                 max_words: int, soft_cut_ratio: float, judge: str = "none",
+                 judge_compile: dict | None = None) -> None:
         super().__init__()
         if on_unsupported not in ("flag", "drop"):
             raise ConfigError(f"program.grounding.on_unsupported must be flag or drop, not {on_unsupported!r}")
@@ -76,7 +75,11 @@ class GroundingCheck(dspy.Module):
             raise ConfigError(f"program.grounding.judge must be none or lm, not {judge!r}")
         # An LM judge (lm.roles.grounding, else the default LM) as a third, independent check; created only when
         # configured, so the saved state of a program without it has no extra predictor.
-        self.judge = dspy.Predict(JudgeSupport) if judge == "lm" else None
+        try:
+            self.judge = GroundingJudge(**dict(judge_compile or {})) if judge == "lm" else None
+        except TypeError as exc:  # an unknown setting
+            raise ConfigError(f"program.grounding.judge_compile: {exc}".replace("GroundingJudge.__init__() ", "")) \
+                from None
         self.embedder = embedder
         self.min_similarity, self.min_coverage, self.on_unsupported = min_similarity, min_coverage, on_unsupported
         self.max_words, self.soft_cut_ratio = max_words, soft_cut_ratio
@@ -118,24 +121,40 @@ class GroundingCheck(dspy.Module):
             reasons.append(f"numbers not in the note: {', '.join(novel_numbers)}")
         if novel_terms:
             reasons.append(f"terms not in the note: {', '.join(novel_terms)}")
-        judged = self.ask_judge(text, cited or support, reasons)
         return {"verdict": verdict_of(reasons), "support_ids": [s.id for s in support],
                 "similarity": round(sims[ranked[0]], 4) if sims else None, "coverage": round(coverage, 4),
-                "reasons": reasons, **judged}
+                "reasons": reasons}
 
-    def ask_judge(self, text: str, support: list[NoteSentence], reasons: list[str]) -> dict[str, str]:
-        """The LM judge's verdict (when configured) on `text` against `support`: a reason added when it says
-        unsupported; {"judge": why} when it could not judge."""
-        if self.judge is None or not support:
-            return {}
+    def checked(self, text: str, cited: list[NoteSentence], note: list[NoteSentence], facts: NoteFacts) -> dict:
+        """The checks' verdict on one answer sentence, then the LM judge's when configured and `wants_judge`."""
+        out = self.verdict(text, cited, note, facts)
+        if self.judge is not None and self.wants_judge(out):
+            by_id = {s.id: s for s in note}
+            self.ask_judge(out, text, cited or [by_id[i] for i in out.get("support_ids") or [] if i in by_id])
+        return out
+
+    def wants_judge(self, out: dict) -> bool:
+        """Whether the LM judge is asked about a sentence the checks gave `out` (here: every one)."""
+        return True
+
+    def ask_judge(self, out: dict, text: str, support: list[NoteSentence]) -> None:
+        """The LM judge's verdict on `text` against `support` into `out["judge"]`; a flag adds a reason and makes the
+        verdict the judge's when the checks found none. An unparsable reply is no evidence either way (said in
+        `out["judge"]`)."""
+        if not support:
+            out["judge"] = {"unavailable": "no note sentence to judge against"}
+            return
         try:
-            out = self.judge(answer_sentence=text, note_sentences=numbered((s.id, s.text) for s in support),
-                             config=reply_bound(96))
-            if not out.supported:
-                reasons.append(f"LM judge: {strip_markup(str(out.reason))[0][:200]}")
-        except RECOVERABLE as exc:  # an unparsable judgement is no evidence either way
-            return {"judge": f"LM judge unavailable ({describe(exc)})"}
-        return {}
+            found = self.judge(answer_sentence=text, note_sentences=support)
+        except RECOVERABLE as exc:
+            out["judge"] = {"unavailable": f"LM judge unavailable ({describe(exc)})"}
+            return
+        out["judge"] = {"verdict": found.verdict, "kind": found.kind, "conflicting_words": found.conflicting_words}
+        if found.verdict != SUPPORTED:
+            words = f": '{found.conflicting_words}'" if found.conflicting_words else ""
+            out["reasons"] = [*out["reasons"], f"LM judge: {found.verdict} ({found.kind}){words}"]
+            if out["verdict"] == SUPPORTED:
+                out["verdict"] = found.verdict
 
     def forward(self, answer_sentences: list[dict], alignment: list[dict], sentences: list[NoteSentence],
                 answer: str | None = None) -> dspy.Prediction:
@@ -143,7 +162,7 @@ class GroundingCheck(dspy.Module):
         cited = {a["answer_id"]: [by_id[i] for i in a["evidence_id"] if i in by_id] for a in alignment}
         facts = self.note_facts(sentences)
         verdicts = [{"answer_id": a["id"], "text": a["text"],
-                     **self.verdict(a["text"], cited.get(a["id"], []), sentences, facts)}
+                     **self.checked(a["text"], cited.get(a["id"], []), sentences, facts)}
                     for a in answer_sentences]
         kept_answer = answer
         dropped = [v["answer_id"] for v in verdicts if flagged(v)]

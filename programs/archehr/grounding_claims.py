@@ -37,8 +37,9 @@ _CLAIMED_TESTS = frozenset(t for t in TESTS if len(t) >= 3 and t not in {"cultur
 class ClaimsGroundingCheck(GroundingCheck):
     def __init__(self, embedder: Embedder, min_similarity: float, number_tolerance: float, number_context: int,
                  check_negation: bool, unknown_terms: str, on_unsupported: str, max_words: int, soft_cut_ratio: float,
-                 judge: str = "none", min_coverage: float = 0.0) -> None:
-        super().__init__(embedder, min_similarity, min_coverage, on_unsupported, max_words, soft_cut_ratio, judge)
+                 judge: str = "none", min_coverage: float = 0.0, judge_compile: dict | None = None) -> None:
+        super().__init__(embedder, min_similarity, min_coverage, on_unsupported, max_words, soft_cut_ratio, judge,
+                         judge_compile)
         if unknown_terms not in ("lexicon", "tokenizer"):
             raise ConfigError(f"program.grounding.unknown_terms must be lexicon or tokenizer, not {unknown_terms!r}")
         if not 0.0 <= number_tolerance < 1.0:
@@ -92,7 +93,6 @@ class ClaimsGroundingCheck(GroundingCheck):
         coverage = len(words_ & (near | facts.words)) / len(words_) if words_ else 1.0
         if coverage < self.min_coverage:
             reasons.append(f"{coverage:.0%} of its content words are in the note")
-        judged = self.ask_judge(text, cited or support, reasons)
         return {"verdict": verdict_of(reasons, (NEGATION_REASON,)), "support_ids": [s.id for s in support],
                 "similarity": round(sims[ranked[0]], 4) if sims else None, "coverage": round(coverage, 4),
-                "reasons": reasons, **judged}
+                "reasons": reasons}

@@ -1,7 +1,8 @@
 """Grounding by the rules of `grounding_claims.py` and a learned verifier (`verifier/module.py`): an answer sentence
 is flagged when either flags it (`rules: false` uses the verifier alone). Each verdict carries the verifier's
 probability, kind of conflict and the note sentence it conflicts with under `verifier`; the verdict is the
-verifier's when it flags (contradicted / not in the note), else the rules'.
+verifier's when it flags (contradicted / not in the note), else the rules'. With `judge: lm` the verifier is the LM
+judge's first pass: `judge_from` is the verifier's probability from which a sentence goes to the LM.
 """
 
 from __future__ import annotations
@@ -22,9 +23,14 @@ class LearnedGroundingCheck(ClaimsGroundingCheck):
     def __init__(self, embedder: Embedder, min_similarity: float, number_tolerance: float, number_context: int,
                  check_negation: bool, unknown_terms: str, on_unsupported: str, max_words: int, soft_cut_ratio: float,
                  judge: str = "none", min_coverage: float = 0.0, verifier: dict | None = None,
-                 rules: bool = True) -> None:
+                 rules: bool = True, judge_compile: dict | None = None, judge_from: float = 0.0) -> None:
         super().__init__(embedder, min_similarity, number_tolerance, number_context, check_negation, unknown_terms,
-                         on_unsupported, max_words, soft_cut_ratio, judge, min_coverage)
+                         on_unsupported, max_words, soft_cut_ratio, judge, min_coverage, judge_compile)
+        if isinstance(judge_from, bool) or not isinstance(judge_from, (int, float)) or not 0.0 <= judge_from <= 1.0:
+            raise ConfigError(f"program.grounding.judge_from must be a number in [0, 1], not {judge_from!r}")
+        if judge_from and judge != "lm":
+            raise ConfigError("program.grounding.judge_from gates the LM judge: set program.grounding.judge=lm too")
+        self.judge_from = float(judge_from)
         if not isinstance(rules, bool):
             raise ConfigError(f"program.grounding.rules must be true or false, not {rules!r}")
         try:
@@ -32,6 +38,12 @@ class LearnedGroundingCheck(ClaimsGroundingCheck):
         except TypeError as exc:  # an unknown setting
             raise ConfigError(f"program.grounding.verifier: {exc}".replace("LearnedVerifier.__init__() ", "")) from None
         self.rules = rules
+
+    def wants_judge(self, out: dict) -> bool:
+        """The verifier is the judge's cheap first pass: the LM is asked about a sentence the verifier gives at least
+        `judge_from` probability of not being supported (0: every sentence), or one the rules flagged."""
+        found = out.get("verifier")
+        return found is None or found["probability"] >= self.judge_from or bool(out["reasons"])
 
     def verdict(self, text: str, cited: list[NoteSentence], note: list[NoteSentence],
                 facts: NoteFacts | None = None) -> dict:

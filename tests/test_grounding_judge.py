@@ -1,0 +1,127 @@
+"""The LM judge of the grounding check (issue #37, item 2): its training and validation sentences, its compile
+through a DSPy teleprompter against the flag decision (adopted only when validation improves), the learned verifier
+as its first pass, and its settings refused in one line."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import dspy
+import pytest
+
+from common.errors import ConfigError
+from programs.archehr.grounding_judge import GroundingJudge, changed_words, sentence_examples
+from programs.archehr.verdicts import SUPPORTED
+from tasks.archehr.data import load_cases, load_key
+from tests.builders import grounding_check
+
+pytestmark = pytest.mark.unit
+DATA = Path(__file__).resolve().parents[1] / "data" / "archehr"
+SUPPORTED_REPLY = {"verdict": "supported", "kind": "none", "conflicting_words": ""}
+FLAG_REPLY = {"verdict": "contradicted", "kind": "side/site", "conflicting_words": "left"}
+
+
+def _examples(name: str, limit: int) -> list[dspy.Example]:
+    cases, key = load_cases(DATA / f"{name}.xml")[:limit], load_key(DATA / f"{name}_key.json")
+    return [dspy.Example(case=c, key=key[c.case_id]).with_inputs("case") for c in cases]
+
+
+def test_the_judges_sentences_are_half_supported_and_half_misstating_their_note():
+    train = sentence_examples(_examples("realistic_cases_a", 4), seed=0, limit=10)
+    assert len(train) == 10 and sum(ex.verdict == SUPPORTED for ex in train) == 5
+    for ex in train:
+        assert ex.note_sentences.startswith("[") and set(ex.inputs().keys()) == {"answer_sentence", "note_sentences"}
+        if ex.verdict != SUPPORTED:
+            assert ex.kind != "none" and ex.conflicting_words  # the changed words are the label's span
+    val = sentence_examples(_examples("bundled_cases", 2), seed=1, limit=6, perturbed=False)
+    assert sum(ex.verdict == SUPPORTED for ex in val) == 3 and len(val) == 6
+    assert changed_words("The left kidney was removed.", "The right kidney was removed.") == "right"
+    assert changed_words("He did not have fever.", "He did have fever.") == "did"
+
+
+def _judge_replies(val: list[dspy.Example], right: bool) -> list[dict]:
+    return [(FLAG_REPLY if (ex.verdict != SUPPORTED) == right else SUPPORTED_REPLY) for ex in val]
+
+
+@pytest.mark.parametrize("improves", [True, False])
+def test_compile_adopts_the_teleprompters_demos_only_when_validation_improves(dummy_lm, improves):
+    trainset, valset = _examples("realistic_cases_a", 3), _examples("bundled_cases", 2)
+    judge = GroundingJudge(teleprompter=functools.partial(dspy.LabeledFewShot, k=2), train_examples=4,
+                           val_examples=4)
+    val = sentence_examples(valset, judge.seed + 1, 4, perturbed=False)
+    before, after = _judge_replies(val, right=not improves), _judge_replies(val, right=improves)
+    dummy_lm(before + after)
+    fit = judge.fit(trainset, valset, log=lambda _: None)
+    assert fit["teleprompter"] == "LabeledFewShot" and fit["training_sentences"] == 4
+    if improves:
+        assert fit["before"]["recall"] == 0.0 and fit["after"] == {"recall": 1.0, "false_flags": 0.0,
+                                                                   "failed_replies": 0}
+        assert "refused" not in fit and len(judge.predict.demos) == 2
+        assert {"verdict", "kind", "conflicting_words"} <= set(judge.predict.demos[0].keys())
+    else:
+        assert fit["refused"].startswith("the compiled judge separates the validation sentences worse")
+        assert judge.predict.demos == []  # the judge is left as it started
+
+
+def test_a_compiled_judge_no_better_than_chance_is_refused(dummy_lm):
+    judge = GroundingJudge(teleprompter=functools.partial(dspy.LabeledFewShot, k=2), train_examples=4,
+                           val_examples=4)
+    dummy_lm([FLAG_REPLY] * 8)  # flags everything, before and after: recall 1, false flags 1
+    fit = judge.fit(_examples("realistic_cases_a", 3), _examples("bundled_cases", 2), log=lambda _: None)
+    assert "no better than chance" in fit["refused"] and judge.predict.demos == []
+
+
+def test_compile_needs_an_lm():
+    with pytest.raises(ConfigError, match="compiling the LM judge needs an LM"):
+        GroundingJudge().fit(_examples("realistic_cases_a", 1), [])
+
+
+NOTE_ANSWER = [{"id": "1", "text": "A 64-year-old man was admitted with chest pain."},  # plain: verifier's call
+               {"id": "2", "text": "His troponin was 47.3 on arrival."}]  # a number the note lacks: the rules flag
+
+
+def _calls(dummy_lm, *overrides: str) -> int:
+    from tasks.archehr.data import NoteSentence
+
+    note = [NoteSentence("1", "64M admitted with substernal chest pain."), NoteSentence("2", "Troponin was negative.")]
+    lm = dummy_lm([SUPPORTED_REPLY] * 4)
+    check = grounding_check("learned", "program.grounding.judge=lm", *overrides)
+    links = [{"answer_id": "1", "evidence_id": ["1"]}, {"answer_id": "2", "evidence_id": ["2"]}]
+    verdicts = check(NOTE_ANSWER, links, note).verdicts
+    asked = [v for v in verdicts if "judge" in v]
+    assert len(asked) == len(lm.history)
+    return len(lm.history)
+
+
+def test_the_verifier_is_the_judges_first_pass(dummy_lm):
+    assert _calls(dummy_lm) == 2  # judge_from 0: every sentence
+    assert _calls(dummy_lm, "program.grounding.judge_from=1.0") == 1  # only the one the rules flag
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("program.grounding.judge_from=0.5", "judge_from gates the LM judge: set program.grounding.judge=lm too"),
+    ("program.grounding.judge_from=2", "judge_from must be a number in [0, 1]"),
+    ("+program.grounding.judge_compile.epochs=3", "judge_compile: got an unexpected keyword argument 'epochs'"),
+    ("program.grounding.judge_compile.train_examples=1", "train_examples and val_examples must be >= 2"),
+])
+def test_the_judges_settings_are_refused_in_one_line(override, message):
+    overrides = [override] + (["program.grounding.judge=lm"] if "judge_from=2" in override or "compile" in override
+                              else [])
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")) as err:
+        grounding_check("learned", *overrides)
+    assert "\n" not in str(err.value)
+
+
+def test_experiment_compile_judge_fits_the_judge_alone_on_the_realistic_cases():
+    from common.config_groups import compose_config
+    from optimizers.fit_learned import learned_parts
+    from runners.program import contract_for
+
+    cfg = compose_config("program=archehr", "task=compile", "experiment=compile_judge")
+    assert cfg.optimizer.teleprompter.only == ["_grounding.judge"] and cfg.program.grounding.judge == "lm"
+    assert "grounding" in contract_for(cfg).lm_roles(cfg) and cfg.lm.client.model == "smollm2-135m-instruct"
+    assert [p.split("/")[-1] for p in cfg.data.train] == ["realistic_cases_a.xml", "realistic_cases_b.xml"]
+    holder = dspy.Module()
+    holder._grounding = grounding_check("learned", "program.grounding.judge=lm")
+    assert {n for n, _ in learned_parts(holder)} == {"_grounding.verifier", "_grounding.judge"}
