@@ -33,12 +33,13 @@ from programs.archehr.verdicts import CONTRADICTED, NOT_IN_NOTE, SUPPORTED
 from programs.archehr.verifier.pairs import MAX_PREMISE_SENTENCES
 from programs.archehr.verifier.perturb import CONFLICT_KINDS, perturb
 from signatures.archehr import JudgeGrounding
-from signatures.constrained import reply_bound
+from signatures.constrained import reply_bound, with_output_schema
 from tasks.archehr.data import NoteSentence
 
 VERDICTS = (SUPPORTED, CONTRADICTED, NOT_IN_NOTE)
 KINDS = ("none", *CONFLICT_KINDS, "other")
 REPLY_TOKENS = 96  # a verdict, a kind and a few quoted words
+MAX_QUOTE_CHARS = 120
 BOOTSTRAP = functools.partial(dspy.BootstrapFewShot, max_bootstrapped_demos=4, max_labeled_demos=4, max_rounds=1)
 
 
@@ -54,7 +55,10 @@ class GroundingJudge(dspy.Module):
             raise ConfigError("program.grounding.judge_compile.teleprompter must name a DSPy teleprompter "
                               "(_target_: dspy.BootstrapFewShot, _partial_: true)")
         self.train_examples, self.val_examples, self.seed = int(train_examples), int(val_examples), int(seed)
-        self.predict = dspy.Predict(JudgeGrounding)
+        # a quote, not an essay: a small model otherwise repeats itself up to the reply bound and the reply does not
+        # parse (grammar-constrained where the backend supports schemas)
+        self.predict = dspy.Predict(with_output_schema(JudgeGrounding, "conflicting_words",
+                                                       {"type": "string", "maxLength": MAX_QUOTE_CHARS}))
 
     def forward(self, answer_sentence: str, note_sentences: Sequence[NoteSentence] | str) -> dspy.Prediction:
         """`note_sentences`: the cited note sentences, or their `[id] text` lines (how examples and demos hold them)."""
@@ -64,7 +68,7 @@ class GroundingJudge(dspy.Module):
         if verdict not in VERDICTS:
             raise ValueError(f"the judge answered {out.verdict!r}, not one of {VERDICTS}")
         kind = str(out.kind).strip().lower()
-        words = strip_markup(str(out.conflicting_words or ""))[0].strip()[:200]
+        words = strip_markup(str(out.conflicting_words or ""))[0].strip()[:MAX_QUOTE_CHARS]
         if verdict == SUPPORTED:
             kind, words = "none", ""
         elif kind not in KINDS or kind == "none":
