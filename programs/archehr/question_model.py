@@ -7,7 +7,8 @@ this module (`common/parameters.py`): `program.save()` writes them, `program.com
 
 Two registers, as the training data has them: `consumer` (NLM consumer questions shortened by experts: the writer's
 own question, "How can I get rid of ...?") and `clinician` (ArchEHR-QA's clinician questions: third person about the
-patient). `register=auto` lets a logistic head over the message's embedding choose (fitted with the adapter).
+patient; the default, as ArchEHR-QA's Subtask 1 asks). `register=auto` lets a logistic head over the message's
+embedding choose (fitted with the adapter).
 
 Decoding: the greedy reply and `samples` sampled ones (the prompt read once); the candidates are reranked by their
 mean token log-probability plus `coverage_weight` x the share of their content words the message itself uses, minus
@@ -121,7 +122,7 @@ class FinetunedQuestionInterpreter(dspy.Module):
 
     uses_lm = False  # no role LM: its own weights, run in process
 
-    def __init__(self, max_words: int = 15, register: str = "auto", samples: int = 8, temperature: float = 0.8,
+    def __init__(self, max_words: int = 15, register: str = "clinician", samples: int = 8, temperature: float = 0.8,
                  coverage_weight: float = 3.0, opening_weight: float = 3.0, max_new_tokens: int = 40, threads: int = 2,
                  base: dict[str, Any] | None = None, embedder: Any = None) -> None:
         super().__init__()
