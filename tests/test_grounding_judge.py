@@ -64,6 +64,16 @@ def test_compile_adopts_the_teleprompters_demos_only_when_validation_improves(du
         assert judge.predict.demos == []  # the judge is left as it started
 
 
+def test_a_verdict_outside_the_three_is_a_stage_output_error_a_run_records(monkeypatch):
+    from common.failures import RECOVERABLE
+
+    judge = GroundingJudge()
+    monkeypatch.setattr(judge, "predict", lambda **_: dspy.Prediction(verdict="maybe", kind="none",
+                                                                     conflicting_words=""))
+    with pytest.raises(RECOVERABLE, match="the judge answered 'maybe'"):
+        judge(answer_sentence="x", note_sentences="[1] y")
+
+
 def test_a_compiled_judge_no_better_than_chance_is_refused(dummy_lm):
     judge = GroundingJudge(teleprompter=functools.partial(dspy.LabeledFewShot, k=2), train_examples=4,
                            val_examples=4)

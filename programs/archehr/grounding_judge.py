@@ -27,6 +27,7 @@ from typing import Any
 import dspy
 
 from common.errors import ConfigError
+from common.failures import StageOutputError
 from common.markup import strip_markup
 from programs.archehr.text import numbered
 from programs.archehr.verdicts import CONTRADICTED, NOT_IN_NOTE, SUPPORTED
@@ -66,7 +67,7 @@ class GroundingJudge(dspy.Module):
                            config=reply_bound(REPLY_TOKENS))
         verdict = str(out.verdict).strip().lower()
         if verdict not in VERDICTS:
-            raise ValueError(f"the judge answered {out.verdict!r}, not one of {VERDICTS}")
+            raise StageOutputError(f"the judge answered {out.verdict!r}, not one of {VERDICTS}")
         kind = str(out.kind).strip().lower()
         words = strip_markup(str(out.conflicting_words or ""))[0].strip()[:MAX_QUOTE_CHARS]
         if verdict == SUPPORTED:
