@@ -47,6 +47,28 @@ def test_drop_mode_removes_unsupported_sentences_and_their_links(dummy_lm, bundl
     assert flagged.answer.endswith("warfarin 5 mg.") and flagged.grounding[1]["verdict"] == "not in the note"
 
 
+def test_refill_mode_quotes_the_selected_evidence_in_place_of_a_dropped_sentence(dummy_lm, bundled_cases):
+    from dataclasses import replace
+
+    case = replace(bundled_cases[0], answer_sentences=())
+    by_id = {s.id: s.text for s in case.sentences}
+    dummy_lm([{"clinician_question": "Why was catheterization performed?"},
+              {"scores": [1, 1, 1, 5, 5, 5, 1, 1, 1, 1]},
+              {"answer": "Troponin rose to 0.9. She was started on warfarin 5 mg."},
+              {"citations": [["4"], ["9"]]}])
+    pred = program("archehr", "program.grounding.on_unsupported=refill")(case=case)
+    # the warfarin sentence goes; the evidence sentences the kept one does not cite (5, 6) are quoted after it
+    assert pred.evidence_ids == ["4", "5", "6"]
+    assert pred.answer.startswith("Troponin rose to 0.9. " + by_id["5"])
+    assert "warfarin" not in pred.answer and len(pred.answer.split()) <= 75
+    quoted = [a for a in pred.alignment if a["answer_id"] not in ("1", "2")]
+    assert quoted and quoted[0] == {"answer_id": "3", "evidence_id": ["5"]}
+    assert [a["id"] for a in pred.answer_sentences][:2] == ["1", "3"]
+    refilled = [v for v in pred.grounding if v.get("refill")]
+    assert refilled and all(v["verdict"] == "supported" for v in refilled)
+    assert [v["verdict"] for v in pred.grounding][:2] == ["supported", "not in the note"]
+
+
 def test_grounding_can_be_switched_off(dummy_lm, bundled_cases):
     from dataclasses import replace
 

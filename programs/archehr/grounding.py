@@ -7,8 +7,9 @@ appears in the note and (4) it names no specific term the note lacks: a word the
 splits into pieces (drug, test and disease names: "warfarin" -> war ##far ##in; everyday words such as "heart" are one
 piece) and that shares no 5-letter stem with a note word. Lay paraphrases pass (3) and (4); facts absent from the
 note (a drug, a dose, a test result) fail them. `on_unsupported=drop` removes unsupported sentences
-from the answer and re-applies the soft cut; `flag` keeps them and marks them. A flagged sentence's verdict says
-which way it fails: `contradicted` (the note states otherwise) or `not in the note`.
+from the answer and re-applies the soft cut; `refill` also fills the room they leave with the selected evidence
+sentences, quoted whole (as the extractive answer would); `flag` (the default) keeps them and marks them. A flagged
+sentence's verdict says which way it fails: `contradicted` (the note states otherwise) or `not in the note`.
 """
 
 from __future__ import annotations
@@ -69,8 +70,8 @@ class GroundingCheck(dspy.Module):
                  max_words: int, soft_cut_ratio: float, judge: str = "none",
                  judge_compile: dict | None = None) -> None:
         super().__init__()
-        if on_unsupported not in ("flag", "drop"):
-            raise ConfigError(f"program.grounding.on_unsupported must be flag or drop, not {on_unsupported!r}")
+        if on_unsupported not in ("flag", "drop", "refill"):
+            raise ConfigError(f"program.grounding.on_unsupported must be flag, drop or refill, not {on_unsupported!r}")
         if judge not in ("none", "lm"):
             raise ConfigError(f"program.grounding.judge must be none or lm, not {judge!r}")
         # An LM judge (lm.roles.grounding, else the default LM) as a third, independent check; created only when
@@ -157,17 +158,35 @@ class GroundingCheck(dspy.Module):
                 out["verdict"] = found.verdict
 
     def forward(self, answer_sentences: list[dict], alignment: list[dict], sentences: list[NoteSentence],
-                answer: str | None = None) -> dspy.Prediction:
+                answer: str | None = None, evidence: list[NoteSentence] | None = None) -> dspy.Prediction:
+        """`evidence`: the note sentences the evidence stage selected, in note order (what `refill` quotes)."""
         by_id = {s.id: s for s in sentences}
         cited = {a["answer_id"]: [by_id[i] for i in a["evidence_id"] if i in by_id] for a in alignment}
         facts = self.note_facts(sentences)
         verdicts = [{"answer_id": a["id"], "text": a["text"],
                      **self.checked(a["text"], cited.get(a["id"], []), sentences, facts)}
                     for a in answer_sentences]
-        kept_answer = answer
+        kept_answer, refilled = answer, []
         dropped = [v["answer_id"] for v in verdicts if flagged(v)]
-        if self.on_unsupported == "drop" and answer is not None and dropped:
-            kept = " ".join(v["text"] for v in verdicts if not flagged(v))
-            kept_answer = soft_cut(kept, self.max_words, self.soft_cut_ratio) if kept else ""
+        if self.on_unsupported != "flag" and answer is not None and dropped:
+            kept = [v["text"] for v in verdicts if not flagged(v)]
+            if self.on_unsupported == "refill":
+                still_cited = {i for a in alignment if a["answer_id"] not in dropped for i in a["evidence_id"]}
+                refilled = self.refill(kept, [s for s in evidence or [] if s.id not in still_cited])
+            text = " ".join([*kept, *(s.text for s in refilled)])
+            kept_answer = soft_cut(text, self.max_words, self.soft_cut_ratio) if text else ""
         return dspy.Prediction(verdicts=verdicts, answer=kept_answer,
-                               dropped=dropped if self.on_unsupported == "drop" else [])
+                               dropped=dropped if self.on_unsupported != "flag" else [],
+                               refilled=[{"text": s.text, "evidence_id": [s.id]} for s in refilled])
+
+    def refill(self, kept: list[str], evidence: list[NoteSentence]) -> list[NoteSentence]:
+        """The selected evidence sentences (note order; headers skipped) quoted after the kept answer sentences while
+        whole ones fit in the word limit: a dropped sentence's place goes to what the note says, as the extractive
+        answer would say it. A quote is grounded by construction."""
+        words, out = sum(len(t.split()) for t in kept), []
+        for s in evidence:
+            n = len(s.text.split())
+            if not is_header(s.text) and words + n <= self.max_words:
+                out.append(s)
+                words += n
+        return out

@@ -9,6 +9,7 @@ import dspy
 from common.note_text import split_sentences
 from common.usage import UsageLedger
 from programs.archehr.stages import AlignmentStage, AnswerStage, EvidenceStage, QuestionStage, check_anchor
+from programs.archehr.verdicts import SUPPORTED
 from tasks.archehr.data import AnswerSentence, Case
 
 ROLES = ("question", "evidence", "answer", "alignment")
@@ -103,13 +104,22 @@ class ArchEHRCascade(dspy.Module):
             own = answer_items if alignment_source == "generated" else [
                 {"id": str(i), "text": t} for i, t in enumerate(split_sentences(answer), 1)]
             with ledger.stage("grounding", self._role_lms.get("grounding")):
-                check = self._grounding(own, alignment if alignment_source == "generated" else [], sentences, answer)
+                check = self._grounding(own, alignment if alignment_source == "generated" else [], sentences, answer,
+                                        **takes(self._grounding, {"evidence": evidence}))
             grounding = check.verdicts
             if check.dropped:
                 answer = check.answer
                 if alignment_source == "generated":  # the kept sentences keep their ids and links
                     alignment = [a for a in alignment if a["answer_id"] not in check.dropped]
                     answer_items = [a for a in answer_items if a["id"] not in check.dropped]
+                    # refilled quotes of the note: new sentences after the kept ones, each citing its note sentence
+                    next_id = max((int(a["id"]) for a in own if str(a["id"]).isdigit()), default=0) + 1
+                    for n, quote in enumerate(check.get("refilled") or [], next_id):
+                        answer_items.append({"id": str(n), "text": quote["text"]})
+                        alignment.append({"answer_id": str(n), "evidence_id": quote["evidence_id"]})
+                        grounding.append({"answer_id": str(n), "text": quote["text"], "verdict": SUPPORTED,
+                                          "support_ids": quote["evidence_id"], "reasons": [],
+                                          "refill": "quoted from the note after a flagged sentence was dropped"})
 
         return dspy.Prediction(
             **pred, evidence_ids=ev.evidence_ids, scores=ev.scores, selection=ev.selection, answer=answer,
