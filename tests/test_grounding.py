@@ -183,3 +183,20 @@ def test_claims_options_are_checked_in_one_line():
 
     with pytest.raises(ConfigError, match=r"^program.grounding.unknown_terms must be lexicon or tokenizer, not 'x'$"):
         claims_check("program.grounding.unknown_terms=x")
+
+
+def test_report_html_marks_a_refilled_quote_and_a_judge_that_could_not_judge():
+    from programs.archehr.report_html import _answer
+    from tasks.archehr.data import Case
+
+    case = Case("c1", "n", sentences=tuple(NOTE))
+    record = {"answer": "x", "alignment_source": "generated",
+              "answer_sentences": [{"id": "1", "text": "Troponin rose to 0.9."}, {"id": "3", "text": NOTE[2].text}],
+              "alignment": [{"answer_id": "1", "evidence_id": ["2"]}, {"answer_id": "3", "evidence_id": ["3"]}],
+              "grounding": [{"answer_id": "1", "text": "Troponin rose to 0.9.", "verdict": "supported", "reasons": [],
+                             "judge": {"unavailable": "LM judge unavailable (AdapterParseError: <no json>)"}},
+                            {"answer_id": "3", "text": NOTE[2].text, "verdict": "supported", "reasons": [],
+                             "refill": "quoted from the note after a flagged sentence was dropped"}]}
+    html = _answer(case, record)
+    assert html.count("quoted from the note (refill)") == 1
+    assert "LM judge unavailable (AdapterParseError: &lt;no json&gt;)" in html and "<no json>" not in html

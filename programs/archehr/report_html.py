@@ -89,6 +89,11 @@ def _answer(case: Case, record: dict[str, Any]) -> str:
                          f'<span class="muted">({esc("; ".join(v["reasons"]))})</span>{_conflict(case, v)}</p>')
         else:
             label = '<span class="tag good">supported</span>' if v else ""
+            if v and v.get("refill"):  # on_unsupported=refill: a quote of the note put in a dropped sentence's place
+                label += ' <span class="tag" title="on_unsupported=refill">quoted from the note (refill)</span>'
+            judge = (v or {}).get("judge") or {}
+            if judge.get("unavailable"):
+                label += f' <span class="muted">({esc(judge["unavailable"])})</span>'
             parts.append(f"<p>{esc(a['text'])}{cites} {label}</p>")
     alignment = ""
     if not own and record.get("alignment"):

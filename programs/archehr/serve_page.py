@@ -34,6 +34,7 @@ function programRender(d) {
     for (const id of links[a.id] || []) p.append(cite(id));
     if (v) {
       p.append(el('span', {class: 'verdict ' + (flagged ? 'flagged' : 'supported')}, v.verdict));
+      if (v.refill) p.append(el('span', {class: 'muted'}, ' quoted from the note (refill)'));
       if (flagged && (v.reasons || []).length) p.append(el('span', {class: 'muted'}, ' ' + v.reasons.join('; ')));
       const found = v.verifier || {};
       if (flagged && found.conflict_id) {
