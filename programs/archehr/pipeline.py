@@ -112,14 +112,15 @@ class ArchEHRCascade(dspy.Module):
                 if alignment_source == "generated":  # the kept sentences keep their ids and links
                     alignment = [a for a in alignment if a["answer_id"] not in check.dropped]
                     answer_items = [a for a in answer_items if a["id"] not in check.dropped]
-                    # refilled quotes of the note: new sentences after the kept ones, each citing its note sentence
-                    next_id = max((int(a["id"]) for a in own if str(a["id"]).isdigit()), default=0) + 1
-                    for n, quote in enumerate(check.get("refilled") or [], next_id):
+                # refilled quotes of the note: new sentences after the kept ones, each citing its note sentence
+                next_id = max((int(a["id"]) for a in own if str(a["id"]).isdigit()), default=0) + 1
+                for n, quote in enumerate(check.get("refilled") or [], next_id):
+                    grounding.append({"answer_id": str(n), "text": quote["text"], "verdict": SUPPORTED,
+                                      "support_ids": quote["evidence_id"], "reasons": [],
+                                      "refill": "quoted from the note after a flagged sentence was dropped"})
+                    if alignment_source == "generated":
                         answer_items.append({"id": str(n), "text": quote["text"]})
                         alignment.append({"answer_id": str(n), "evidence_id": quote["evidence_id"]})
-                        grounding.append({"answer_id": str(n), "text": quote["text"], "verdict": SUPPORTED,
-                                          "support_ids": quote["evidence_id"], "reasons": [],
-                                          "refill": "quoted from the note after a flagged sentence was dropped"})
 
         return dspy.Prediction(
             **pred, evidence_ids=ev.evidence_ids, scores=ev.scores, selection=ev.selection, answer=answer,
