@@ -89,8 +89,11 @@ def fingerprint(cfg: DictConfig, contract: ProgramContract, inputs: Inputs) -> d
         program.pop(k, None)
     compiled = cfg.program.get("compiled")
     if compiled and not Path(compiled).is_file():
+        # the shipped state's path starts at paths.root (".": the folder main.py was started in)
+        relative = "" if Path(compiled).is_absolute() else (
+            f"; it is read from {Path.cwd()}: start main.py in the clinprog folder, or set CLINPROG_ROOT to it")
         raise ConfigError(f"program.compiled={compiled}: no such file (a state saved by task=compile, "
-                          "program.optimize.save_to)")
+                          f"program.optimize.save_to){relative}")
     return {
         "program": program,
         "lm": lm_identity(cfg) if contract.lm_roles(cfg) else None,

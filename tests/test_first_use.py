@@ -195,6 +195,18 @@ def test_config_mistakes_are_one_line_and_leave_no_folder(tmp_path):
     assert not (tmp_path / "outputs").exists()
 
 
+def test_started_outside_the_clinprog_folder_the_error_says_where_it_looked_and_how_to_point_it_back(tmp_path):
+    proc = run_main("program=archehr", "progress=false", cwd=tmp_path, env={"CLINPROG_ROOT": None})
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert proc.stderr.startswith(f"error: data/archehr/bundled_cases.xml: no such file in {tmp_path} ")
+    assert "CLINPROG_ROOT" in proc.stderr
+    cases = ROOT / "data" / "archehr" / "bundled_cases.xml"
+    proc = run_main("program=archehr", f"data.cases={cases}", "progress=false", cwd=tmp_path, env={"CLINPROG_ROOT": None})
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert f"it is read from {tmp_path}: start main.py in the clinprog folder, or set CLINPROG_ROOT" in proc.stderr
+    assert not (tmp_path / "outputs").exists()
+
+
 def test_an_lm_no_stage_uses_is_named_and_not_loaded(tmp_path):
     proc = main_in(tmp_path, "program=archehr", "experiment=no_lm_best", "lm=embedded", "data.limit=1",
                    "metrics.bertscore=null", "progress=false", f"hydra.run.dir={tmp_path / 'r'}")

@@ -115,7 +115,9 @@ def _parse_case(elem: ET.Element, where: str) -> Case:
 def load_cases(path: str | Path) -> list[Case]:
     path = Path(path)
     if not path.is_file():
-        raise ArchEHRDataError(f"{path}: no such file (set data.cases=...)")
+        where = "" if path.is_absolute() else f" in {Path.cwd()}"  # the bundled cases' path starts at paths.root
+        raise ArchEHRDataError(f"{path}: no such file{where} (set data.cases=...; the bundled cases are found from the "
+                               "clinprog folder, or with CLINPROG_ROOT set to it)")
     try:
         root = ET.parse(path).getroot()
     except ET.ParseError as exc:
