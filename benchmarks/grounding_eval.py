@@ -100,7 +100,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     from hydra.utils import instantiate
 
     from common.config_groups import choice, compose_config
-    from common.resources import Resources
 
     # the check of a run with an LM (the default run's extractive answer quotes the note and has none)
     base = ["program=archehr", "stages=lm", *([f"program/archehr/grounding={args.grounding}"] if args.grounding else []),
@@ -132,8 +131,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         for cov in grid[1]:
             node = compose_config(*base, f"program.grounding.min_similarity={sim}",
                                   f"program.grounding.min_coverage={cov}").program.grounding
-            check = Resources(embedder=embedder).complete(instantiate(node, _convert_="all"), "program.grounding",
-                                                          max_words=75, soft_cut_ratio=0.6)
+            check = built_check(embedder, node)
             rows.append((sim, cov, score(check, items), (sim, cov) == default))
     print("\n".join(table(rows, kinds)))
     at_default = next(s for *_, s, is_default in rows if is_default)
@@ -148,15 +146,26 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"- {case_id} [{kind}] {text}")
 
 
+def built_check(embedder, node, compiled: str | None = None):
+    """The grounding check of config `node`, as the program builds it (the answer stage's 75 words and soft cut);
+    a check with a learned verifier gets its weights from `compiled`."""
+    from hydra.utils import instantiate
+
+    from common.program_state import load_module_state
+    from common.resources import Resources
+
+    check = Resources(embedder=embedder).complete(instantiate(node, _convert_="all"), "program.grounding",
+                                                  max_words=75, soft_cut_ratio=0.6)
+    if compiled and getattr(check, "verifier", None) is not None:
+        load_module_state(check, compiled, "_grounding")
+    return check
+
+
 def compare(embedder, items, kinds: Sequence[str], compiled: str, overrides: Sequence[str]) -> list[str]:
     """One row per check (rules, verifier alone, rules + verifier) at its configured settings."""
     import time
 
-    from hydra.utils import instantiate
-
     from common.config_groups import compose_config
-    from common.program_state import load_module_state
-    from common.resources import Resources
 
     checks = [("rules (claims)", ["program/archehr/grounding=claims"]),
               ("learned verifier alone", ["program/archehr/grounding=learned", "program.grounding.rules=false"]),
@@ -165,10 +174,7 @@ def compare(embedder, items, kinds: Sequence[str], compiled: str, overrides: Seq
              + "".join(f" recall: {k} |" for k in kinds), "|---|---|---|---|---|" + "---|" * len(kinds)]
     for name, choice in checks:
         node = compose_config("program=archehr", "stages=lm", *choice, *overrides).program.grounding
-        check = Resources(embedder=embedder).complete(instantiate(node, _convert_="all"), "program.grounding",
-                                                      max_words=75, soft_cut_ratio=0.6)
-        if getattr(check, "verifier", None) is not None:
-            load_module_state(check, compiled, "_grounding")
+        check = built_check(embedder, node, compiled)
         score(check, items[:1])  # models loaded before timing; then every check starts from empty text caches
         embedder._cache.clear()
         if getattr(check, "verifier", None) is not None:
@@ -188,11 +194,8 @@ def judge_rows(embedder, items, kinds: Sequence[str], compiled: str, overrides: 
     import time
 
     import dspy
-    from hydra.utils import instantiate
 
     from common.config_groups import compose_config
-    from common.program_state import load_module_state
-    from common.resources import Resources
     from lms import build_lm
     from runners.dspy_setup import configure_dspy
 
@@ -200,9 +203,7 @@ def judge_rows(embedder, items, kinds: Sequence[str], compiled: str, overrides: 
                          "program.grounding.judge=lm", *overrides, *lm_overrides)
     configure_dspy(cfg)
     lm = build_lm(cfg.lm)
-    check = Resources(embedder=embedder).complete(instantiate(cfg.program.grounding, _convert_="all"),
-                                                  "program.grounding", max_words=75, soft_cut_ratio=0.6)
-    load_module_state(check, compiled, "_grounding")
+    check = built_check(embedder, cfg.program.grounding, compiled)
     demos = len(check.judge.predict.demos)
     recorded = []
     with dspy.context(lm=lm):

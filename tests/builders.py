@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import dspy
@@ -53,14 +54,18 @@ def program(name: str, *overrides: str, role_lms: dict[str, dspy.LM] | None = No
 
 def grounding_check(choice: str, *overrides: str):
     """The grounding check of a run with an LM, as contract.build makes it (with the compiled state's weights)."""
-    from hydra.utils import instantiate
-
-    from common.program_state import load_module_state
-    from common.resources import Resources
-
     cfg = config("program=archehr", "stages=lm", f"program/archehr/grounding={choice}", *overrides)
     built = Resources(embedder=shared_embedder()).complete(instantiate(cfg.program.grounding, _convert_="all"),
                                                            "program.grounding", max_words=75, soft_cut_ratio=0.6)
     if cfg.program.get("compiled"):
         load_module_state(built, cfg.program.compiled, "_grounding")
     return built
+
+
+def keyed_examples(name: str, limit: int) -> list[dspy.Example]:
+    """The first `limit` cases of data/archehr/<name>.xml with their keys, as a compile's examples."""
+    from tasks.archehr.data import load_cases, load_key
+
+    data = Path(__file__).resolve().parents[1] / "data" / "archehr"
+    cases, key = load_cases(data / f"{name}.xml")[:limit], load_key(data / f"{name}_key.json")
+    return [dspy.Example(case=c, key=key[c.case_id]).with_inputs("case") for c in cases]

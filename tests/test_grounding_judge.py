@@ -5,7 +5,6 @@ as its first pass, and its settings refused in one line."""
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import dspy
 import pytest
@@ -13,28 +12,22 @@ import pytest
 from common.errors import ConfigError
 from programs.archehr.grounding_judge import GroundingJudge, changed_words, sentence_examples
 from programs.archehr.verdicts import SUPPORTED
-from tasks.archehr.data import load_cases, load_key
-from tests.builders import grounding_check
+from tests.builders import grounding_check, keyed_examples
 
 pytestmark = pytest.mark.unit
-DATA = Path(__file__).resolve().parents[1] / "data" / "archehr"
 SUPPORTED_REPLY = {"verdict": "supported", "kind": "none", "conflicting_words": ""}
 FLAG_REPLY = {"verdict": "contradicted", "kind": "side/site", "conflicting_words": "left"}
 
 
-def _examples(name: str, limit: int) -> list[dspy.Example]:
-    cases, key = load_cases(DATA / f"{name}.xml")[:limit], load_key(DATA / f"{name}_key.json")
-    return [dspy.Example(case=c, key=key[c.case_id]).with_inputs("case") for c in cases]
-
 
 def test_the_judges_sentences_are_half_supported_and_half_misstating_their_note():
-    train = sentence_examples(_examples("realistic_cases_a", 4), seed=0, limit=10)
+    train = sentence_examples(keyed_examples("realistic_cases_a", 4), seed=0, limit=10)
     assert len(train) == 10 and sum(ex.verdict == SUPPORTED for ex in train) == 5
     for ex in train:
         assert ex.note_sentences.startswith("[") and set(ex.inputs().keys()) == {"answer_sentence", "note_sentences"}
         if ex.verdict != SUPPORTED:
             assert ex.kind != "none" and ex.conflicting_words  # the changed words are the label's span
-    val = sentence_examples(_examples("bundled_cases", 2), seed=1, limit=6, perturbed=False)
+    val = sentence_examples(keyed_examples("bundled_cases", 2), seed=1, limit=6, perturbed=False)
     assert sum(ex.verdict == SUPPORTED for ex in val) == 3 and len(val) == 6
     assert changed_words("The left kidney was removed.", "The right kidney was removed.") == "right"
     assert changed_words("He did not have fever.", "He did have fever.") == "did"
@@ -46,7 +39,7 @@ def _judge_replies(val: list[dspy.Example], right: bool) -> list[dict]:
 
 @pytest.mark.parametrize("improves", [True, False])
 def test_compile_adopts_the_teleprompters_demos_only_when_validation_improves(dummy_lm, improves):
-    trainset, valset = _examples("realistic_cases_a", 3), _examples("bundled_cases", 2)
+    trainset, valset = keyed_examples("realistic_cases_a", 3), keyed_examples("bundled_cases", 2)
     judge = GroundingJudge(teleprompter=functools.partial(dspy.LabeledFewShot, k=2), train_examples=4,
                            val_examples=4)
     val = sentence_examples(valset, judge.seed + 1, 4, perturbed=False)
@@ -78,13 +71,13 @@ def test_a_compiled_judge_no_better_than_chance_is_refused(dummy_lm):
     judge = GroundingJudge(teleprompter=functools.partial(dspy.LabeledFewShot, k=2), train_examples=4,
                            val_examples=4)
     dummy_lm([FLAG_REPLY] * 8)  # flags everything, before and after: recall 1, false flags 1
-    fit = judge.fit(_examples("realistic_cases_a", 3), _examples("bundled_cases", 2), log=lambda _: None)
+    fit = judge.fit(keyed_examples("realistic_cases_a", 3), keyed_examples("bundled_cases", 2), log=lambda _: None)
     assert "no better than chance" in fit["refused"] and judge.predict.demos == []
 
 
 def test_compile_needs_an_lm():
     with pytest.raises(ConfigError, match="compiling the LM judge needs an LM"):
-        GroundingJudge().fit(_examples("realistic_cases_a", 1), [])
+        GroundingJudge().fit(keyed_examples("realistic_cases_a", 1), [])
 
 
 NOTE_ANSWER = [{"id": "1", "text": "A 64-year-old man was admitted with chest pain."},  # plain: verifier's call

@@ -21,8 +21,8 @@ from programs.archehr.verifier.module import flag_threshold
 from programs.archehr.verifier.pairs import note_pairs, training_pairs
 from programs.archehr.verifier.perturb import CONFLICT_KINDS, LABELS, perturb
 from programs.archehr.verifier.weights import VerifierWeights
-from tasks.archehr.data import Case, KeyCase, NoteSentence, load_cases, load_key
-from tests.builders import config, grounding_check, shared_embedder
+from tasks.archehr.data import Case, KeyCase, NoteSentence
+from tests.builders import config, grounding_check, keyed_examples, shared_embedder
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,10 +93,6 @@ def test_flag_threshold_keeps_false_flags_within_budget():
     assert (scores >= flag_threshold(scores, 0.0)).sum() == 0
 
 
-def _examples(name: str, limit: int) -> list[dspy.Example]:
-    cases, key = load_cases(DATA / f"{name}.xml")[:limit], load_key(DATA / f"{name}_key.json")
-    return [dspy.Example(case=c, key=key[c.case_id]).with_inputs("case") for c in cases]
-
 
 def test_optimizer_fit_fits_the_verifier_through_its_own_fit_and_chooses_the_threshold_on_validation():
     check = grounding_check("learned", "program.compiled=null", "program.grounding.verifier.rounds=1",
@@ -105,7 +101,7 @@ def test_optimizer_fit_fits_the_verifier_through_its_own_fit_and_chooses_the_thr
     holder.grounding = check  # any program: the teleprompter walks sub-modules, it names none
     assert [n for n, _ in learned_parts(holder)] == ["grounding.verifier"]
     optimizer = FitLearned()
-    fitted = optimizer.compile(holder, trainset=_examples("realistic_cases_a", 3), valset=_examples("bundled_cases", 2))
+    fitted = optimizer.compile(holder, trainset=keyed_examples("realistic_cases_a", 3), valset=keyed_examples("bundled_cases", 2))
     assert not check.verifier.weights.fitted  # the student is left as it was; the copy is fitted
     verifier = fitted.grounding.verifier
     fit = verifier.weights.fit

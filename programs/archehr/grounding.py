@@ -59,6 +59,7 @@ class NoteFacts:
     words: set[str]                  # content words (stemmed)
     numbers: set[str]
     stems: set[str]                  # 5-letter prefixes of the note's words
+    by_id: dict[str, NoteSentence]   # every sentence by its id (citations, the judge's support)
 
 
 def content(text: str) -> set[str]:
@@ -99,7 +100,8 @@ class GroundingCheck(dspy.Module):
         text = " ".join(s.text for s in note)
         return NoteFacts(candidates=[s for s in note if not is_header(s.text)] or note, words=content(text),
                          numbers=set(_NUMBER.findall(text)),
-                         stems={w[:5] for w in re.findall(r"[a-z][a-z-]+", text.lower())})
+                         stems={w[:5] for w in re.findall(r"[a-z][a-z-]+", text.lower())},
+                         by_id={s.id: s for s in note})
 
     def verdict(self, text: str, cited: list[NoteSentence], note: list[NoteSentence],
                 facts: NoteFacts | None = None) -> dict:
@@ -130,8 +132,8 @@ class GroundingCheck(dspy.Module):
         """The checks' verdict on one answer sentence, then the LM judge's when configured and `wants_judge`."""
         out = self.verdict(text, cited, note, facts)
         if self.judge is not None and self.wants_judge(out):
-            by_id = {s.id: s for s in note}
-            self.ask_judge(out, text, cited or [by_id[i] for i in out.get("support_ids") or [] if i in by_id])
+            self.ask_judge(out, text, cited or [facts.by_id[i] for i in out.get("support_ids") or []
+                                                if i in facts.by_id])
         return out
 
     def wants_judge(self, out: dict) -> bool:
@@ -160,9 +162,8 @@ class GroundingCheck(dspy.Module):
     def forward(self, answer_sentences: list[dict], alignment: list[dict], sentences: list[NoteSentence],
                 answer: str | None = None, evidence: list[NoteSentence] | None = None) -> dspy.Prediction:
         """`evidence`: the note sentences the evidence stage selected, in note order (what `refill` quotes)."""
-        by_id = {s.id: s for s in sentences}
-        cited = {a["answer_id"]: [by_id[i] for i in a["evidence_id"] if i in by_id] for a in alignment}
         facts = self.note_facts(sentences)
+        cited = {a["answer_id"]: [facts.by_id[i] for i in a["evidence_id"] if i in facts.by_id] for a in alignment}
         verdicts = [{"answer_id": a["id"], "text": a["text"],
                      **self.checked(a["text"], cited.get(a["id"], []), sentences, facts)}
                     for a in answer_sentences]

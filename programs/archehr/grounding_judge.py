@@ -27,7 +27,7 @@ from typing import Any
 import dspy
 
 from common.errors import ConfigError
-from common.failures import StageOutputError
+from common.failures import RECOVERABLE, StageOutputError
 from common.markup import strip_markup
 from programs.archehr.text import numbered
 from programs.archehr.verdicts import CONTRADICTED, NOT_IN_NOTE, SUPPORTED
@@ -132,8 +132,6 @@ def flag_agrees(example: dspy.Example, pred: dspy.Prediction, trace: Any = None)
 
 def judge_scores(judge: GroundingJudge, examples: Sequence[dspy.Example]) -> dict[str, Any]:
     """Flag recall on the misstated sentences, false flags on the supported ones, and how many replies failed."""
-    from common.failures import RECOVERABLE
-
     flagged_bad = flagged_good = bad = good = failed = 0
     for ex in examples:
         try:
@@ -171,9 +169,10 @@ def sentence_examples(examples: Sequence[dspy.Example], seed: int, limit: int,
     rng = random.Random(seed)
     keyed = [ex for ex in examples if getattr(ex, "key", None) is not None]
     supported, misstated = [], []
-    foreign_by_case = {ex.case.case_id: [t for other in keyed if other.case.case_id != ex.case.case_id
-                                         for _, t, _ in other.key.answer_sentences] for ex in keyed}
     for ex in keyed:
+        # other cases' answer sentences: what the reason and not-in-the-note perturbations borrow from
+        foreign = [t for other in keyed if other.case.case_id != ex.case.case_id
+                   for _, t, _ in other.key.answer_sentences] if perturbed else []
         by_id = {s.id: s for s in ex.case.sentences}
         for _, text, cites in ex.key.answer_sentences:
             cited = [by_id[i] for i in cites if i in by_id][:MAX_PREMISE_SENTENCES]
@@ -183,7 +182,7 @@ def sentence_examples(examples: Sequence[dspy.Example], seed: int, limit: int,
             if not perturbed:
                 continue
             kind = rng.choice([*CONFLICT_KINDS, NOT_IN_NOTE])
-            changed = perturb(text, kind, rng, foreign_by_case[ex.case.case_id])
+            changed = perturb(text, kind, rng, foreign)
             if changed:
                 verdict = NOT_IN_NOTE if kind == NOT_IN_NOTE else CONTRADICTED
                 misstated.append(_example(changed, cited, verdict, "other" if kind == NOT_IN_NOTE else kind,
