@@ -108,7 +108,7 @@ def _write(reader: Any, deltas: dict[str, np.ndarray], tmp: Path, arch: str, sca
     writer.close()
 
 
-KEEP_MERGED = 3  # merged models kept in the cache (171 MB each for SmolLM2-135M): the most recently used
+KEEP_MERGED = 3  # merged models kept in the cache (171-244 MB each for SmolLM2-135M): the most recently used
 
 
 def merged_gguf(base: Path, adapter_id: str, tensors: dict[str, tuple[np.ndarray, np.ndarray]], scale: float,
