@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
                 got = timed(fn, messages)
                 best[name] = min(best.get(name, got), got)
         with decode_clock() as clock:
-            wall, _ = timed(settings["default (greedy + 8 samples, batched)"], messages)
+            clocked, _ = timed(settings["default (greedy + 8 samples, batched)"], messages)
         per = {key: value / len(messages) for key, value in clock.items()}
         ratio = best["default (greedy + 8 samples, batched)"][0] / best["greedy only (samples=0)"][0]
         lines += [f"## {len(messages)} {set_name} messages, best of {args.repeats}; {os.cpu_count()} CPUs; "
@@ -118,9 +118,9 @@ def main(argv: list[str] | None = None) -> None:
                   "| setting | s per message | CPU s per message |", "|---|---|---|"]
         lines += [f"| {name} | {wall:.3f} | {cpu:.3f} |" for name, (wall, cpu) in best.items()]
         lines += ["", f"default / greedy: {ratio:.2f}x the time for 9 candidates instead of 1",
-                  f"where the default's time goes (one more pass, {wall:.3f} s per message): reading the prompt "
+                  f"where the default's time goes (one more pass, {clocked:.3f} s per message): reading the prompt "
                   f"{per['prompt s']:.3f} s ({per['prompt tokens']:.0f} tokens), {per['steps']:.1f} decoding steps "
-                  f"{per['steps s']:.3f} s, the rest {wall - per['prompt s'] - per['steps s']:.3f} s", ""]
+                  f"{per['steps s']:.3f} s, the rest {clocked - per['prompt s'] - per['steps s']:.3f} s", ""]
     lines += [f"load (embedder + merged GGUF + llama.cpp + first message): {load_s:.1f} s; "
               f"resident memory after loading: {memory:.0f} MB"]
     print("\n".join(lines))
