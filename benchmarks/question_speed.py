@@ -7,6 +7,9 @@ narratives of the hand-written realistic ArchEHR cases (longer: most fill the 12
 each over the same messages, alternating, best of `repeats`:
   greedy only      program.question.samples=0: one reply (the floor of any decoding)
   default          greedy + 8 samples decoded together in one batch per step, then reranked
+  default as before  the same as it ran before the fourth round of #38: each prompt read from its first token (the
+                   instruction's frame not restored from the decoder's cache) and a candidate past the word limit
+                   decoded two words further (the same questions; the cache alone changes no bit)
   baseline         the first question sentence (no model): what the stage costs beyond reading the message
 Reported: seconds per message (wall and this process's CPU), the default / greedy ratio (9 candidates for the cost
 of ~N), where the default's time goes (reading the prompt, the decoding steps, the rest: tokenizing and the rerank),
@@ -56,16 +59,17 @@ def decode_clock():
     """Seconds in reading prompts and in decoding steps, prompt tokens and steps, while the block runs."""
     from lms.llama_batch import BatchDecoder
 
-    clock = {"prompt s": 0.0, "steps s": 0.0, "prompt tokens": 0, "steps": 0}
+    clock = {"prompt s": 0.0, "steps s": 0.0, "prompt tokens": 0, "restored tokens": 0, "steps": 0}
     start, step = BatchDecoder.start, BatchDecoder.step
 
-    def timed_start(self, tokens, n_seq, threads=None):
+    def timed_start(self, tokens, n_seq, threads=None, prefix=0):
         began = time.perf_counter()
         try:
-            return start(self, tokens, n_seq, threads)
+            return start(self, tokens, n_seq, threads, prefix)
         finally:
             clock["prompt s"] += time.perf_counter() - began
-            clock["prompt tokens"] += len(tokens)
+            clock["prompt tokens"] += len(tokens) - prefix
+            clock["restored tokens"] += prefix
 
     def timed_step(self, position, tokens):
         began = time.perf_counter()
@@ -80,6 +84,35 @@ def decode_clock():
         yield clock
     finally:
         BatchDecoder.start, BatchDecoder.step = start, step
+
+
+def old_reply_complete(text: str, max_words: int) -> bool:
+    """The stop rule before the fourth round: a candidate ran on to two words past the limit (room for a label)."""
+    reply = text.lstrip()
+    return "?" in reply or "\n" in reply or len(reply.split()) > max_words + 2
+
+
+@contextmanager
+def as_before():
+    """The baseline of the fourth round: every prompt read from its first token (no instruction restored from the
+    decoder's cache, lms/llama_batch.py) and a candidate past the word limit decoded two more words."""
+    from lms.llama_batch import BatchDecoder
+    from programs.archehr import question_model
+
+    start, complete = BatchDecoder.start, question_model.reply_complete
+    BatchDecoder.start = lambda self, tokens, n_seq, threads=None, prefix=0: start(self, tokens, n_seq, threads, 0)
+    question_model.reply_complete = old_reply_complete
+    try:
+        yield
+    finally:
+        BatchDecoder.start, question_model.reply_complete = start, complete
+
+
+def before(fn):
+    def run(message: str):
+        with as_before():
+            return fn(message)
+    return run
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -101,6 +134,8 @@ def main(argv: list[str] | None = None) -> None:
 
     settings = {"greedy only (samples=0)": lambda m: greedy(m).clinician_question,
                 "default (greedy + 8 samples, batched)": lambda m: default(m).clinician_question,
+                "default as before (instruction read each time, the old stop)": before(
+                    lambda m: default(m).clinician_question),
                 "baseline: first question sentence": lambda m: first_question_sentence(normalise_message(m))}
     lines = [f"$ python benchmarks/question_speed.py --messages {args.messages} --repeats {args.repeats}", ""]
     for set_name, messages in message_sets.items():
@@ -113,13 +148,17 @@ def main(argv: list[str] | None = None) -> None:
             clocked, _ = timed(settings["default (greedy + 8 samples, batched)"], messages)
         per = {key: value / len(messages) for key, value in clock.items()}
         ratio = best["default (greedy + 8 samples, batched)"][0] / best["greedy only (samples=0)"][0]
+        cached = (best["default (greedy + 8 samples, batched)"][0]
+                  / best["default as before (instruction read each time, the old stop)"][0])
         lines += [f"## {len(messages)} {set_name} messages, best of {args.repeats}; {os.cpu_count()} CPUs; "
                   f"load average {os.getloadavg()[0]:.1f} at the end", "",
                   "| setting | s per message | CPU s per message |", "|---|---|---|"]
         lines += [f"| {name} | {wall:.3f} | {cpu:.3f} |" for name, (wall, cpu) in best.items()]
         lines += ["", f"default / greedy: {ratio:.2f}x the time for 9 candidates instead of 1",
+                  f"default / the default as before this round: {cached:.2f}x",
                   f"where the default's time goes (one more pass, {clocked:.3f} s per message): reading the prompt "
-                  f"{per['prompt s']:.3f} s ({per['prompt tokens']:.0f} tokens), {per['steps']:.1f} decoding steps "
+                  f"{per['prompt s']:.3f} s ({per['prompt tokens']:.0f} tokens read, "
+                  f"{per['restored tokens']:.0f} of the instruction restored), {per['steps']:.1f} decoding steps "
                   f"{per['steps s']:.3f} s, the rest {clocked - per['prompt s'] - per['steps s']:.3f} s", ""]
     lines += [f"load (embedder + merged GGUF + llama.cpp + first message): {load_s:.1f} s; "
               f"resident memory after loading: {memory:.0f} MB"]

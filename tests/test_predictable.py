@@ -121,3 +121,15 @@ def test_repeated_identical_requests_get_identical_responses(monkeypatch):
             assert r.status_code == 200, r.text
             answers.append({k: v for k, v in r.json().items() if k not in ("usage", "seconds")})
     assert answers[0] == answers[2] == answers[4] and answers[1] == answers[3]
+
+
+def test_each_instruction_restores_its_own_frame_and_a_register_in_between_changes_nothing():
+    from lms.gguf_causal_lm import _DECODERS
+
+    stage = archehr_stage("question", "finetuned")
+    message = stage.prepare(load_cases(CASES)[1].patient_narrative)
+    first = stage.candidates(message, "clinician")  # the clinician frame read (or restored)
+    consumer = stage.candidates(message, "consumer")  # another instruction: another frame
+    assert stage.candidates(message, "clinician") == first and consumer != first
+    assert stage.candidates(message, "consumer") == consumer
+    assert any(len(decoder._prefixes) >= 2 for decoder in _DECODERS.values())

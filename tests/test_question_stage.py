@@ -220,3 +220,53 @@ def test_an_opening_the_training_references_overuse_in_either_register_is_penali
     assert stage.pick([template, specific], message) == specific[0]
     stage.adapter.fit = {"opening_prior": {}}
     assert stage.pick([template, specific], message) == template[0]
+
+
+def test_the_sampled_tokens_are_the_most_probable_in_one_fixed_order_whatever_the_ties():
+    from programs.archehr.question_model import top_tokens
+
+    rng = np.random.default_rng(3)
+    for trial in range(60):
+        logits = (rng.normal(size=49152 if trial % 4 == 0 else 3000) * rng.uniform(0.3, 8)).astype(np.float32)
+        if trial % 3 == 0:
+            logits = np.round(logits, 1)  # many equal values, some at the 40th place
+        if trial % 5 == 0:
+            logits[:] = 0.0  # every token as probable as the next
+        logp = logits - logits.max()
+        expected = np.lexsort((np.arange(len(logp)), -logp))[:40]  # by probability, then the lower id
+        assert top_tokens(logp, 40).tolist() == expected.tolist()
+    assert top_tokens(np.zeros(7, dtype=np.float32), 40).tolist() == list(range(7))
+
+
+@pytest.mark.parametrize("reply", [
+    "How long can someone safely take prednisone for asthma flares for a long period of time without harm?",
+    "Question: Is prednisone safe for asthma? It is.",
+    "Clinician question: Why was his warfarin dose lowered after the bleed in the hospital last week?",
+    "Why was the drain removed\nand when",
+    "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen ?",
+])
+def test_a_candidate_stops_as_soon_as_more_tokens_cannot_change_its_question(reply):
+    from programs.archehr.question_model import reply_complete
+    from programs.archehr.question_text import reply_fits
+
+    end = next((n for n in range(1, len(reply) + 1) if reply_complete(reply[:n], 15)), len(reply))
+    assert finish_question(reply[:end], 15) == finish_question(reply, 15)
+    assert reply_fits(reply[:end], 15) == reply_fits(reply, 15)
+    if not reply_fits(reply, 15) and "?" not in reply[:end]:
+        assert len(reply[:end].split()) == 16  # stopped at the first character of the word past the limit
+
+
+def test_the_adapter_id_is_kept_while_its_arrays_are_the_same_and_follows_a_replaced_one():
+    adapter = _adapter()
+    name = "model.layers.29.mlp.down_proj"
+    first = adapter.adapter_id
+    assert adapter.adapter_id == first
+    a, b = adapter.tensors[name]
+    with pytest.raises(ValueError):
+        b[0, 0] = 1.0  # read-only: an edit in place would leave the kept id naming other weights
+    adapter.tensors[name] = (a, b + np.float16(1))
+    assert adapter.adapter_id != first
+    adapter.tensors[name] = (a, b)
+    assert adapter.adapter_id == first
+    adapter.alpha = 8.0
+    assert adapter.adapter_id != first
