@@ -8,8 +8,9 @@ each over the same messages, alternating, best of `repeats`:
   greedy only      program.question.samples=0: one reply (the floor of any decoding)
   default          greedy + 8 samples decoded together in one batch per step, then reranked
   default as before  the same as it ran before the fourth round of #38: each prompt read from its first token (the
-                   instruction's frame not restored from the decoder's cache) and a candidate past the word limit
-                   decoded two words further (the same questions; the cache alone changes no bit)
+                   instruction's frame not restored from the decoder's cache), a candidate past the word limit
+                   decoded two words further, the sampled tokens found by partitioning the vocabulary (the earlier
+                   draw) and the adapter's id hashed at each use
   baseline         the first question sentence (no model): what the stage costs beyond reading the message
 Reported: seconds per message (wall and this process's CPU), the default / greedy ratio (9 candidates for the cost
 of ~N), where the default's time goes (reading the prompt, the decoding steps, the rest: tokenizing and the rerank),
@@ -26,6 +27,8 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
+
+import numpy as np
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,20 +95,35 @@ def old_reply_complete(text: str, max_words: int) -> bool:
     return "?" in reply or "\n" in reply or len(reply.split()) > max_words + 2
 
 
+def old_top_tokens(logp: np.ndarray, k: int) -> np.ndarray:
+    """The sampled tokens before the fourth round: a partition of the whole vocabulary (in its own order)."""
+    return np.argpartition(-logp, k)[:k]
+
+
 @contextmanager
 def as_before():
     """The baseline of the fourth round: every prompt read from its first token (no instruction restored from the
-    decoder's cache, lms/llama_batch.py) and a candidate past the word limit decoded two more words."""
+    decoder's cache, lms/llama_batch.py), a candidate past the word limit decoded two more words, the 40 tokens to
+    sample found by partitioning the vocabulary, the adapter's id hashed at each use."""
+    from common.parameters import LoraAdapter
     from lms.llama_batch import BatchDecoder
     from programs.archehr import question_model
 
-    start, complete = BatchDecoder.start, question_model.reply_complete
+    start, complete, top = BatchDecoder.start, question_model.reply_complete, question_model.top_tokens
+    adapter_id = LoraAdapter.adapter_id
+
+    def hashed_each_time(self):
+        self._id_cache = None
+        return adapter_id.fget(self)
+
     BatchDecoder.start = lambda self, tokens, n_seq, threads=None, prefix=0: start(self, tokens, n_seq, threads, 0)
-    question_model.reply_complete = old_reply_complete
+    question_model.reply_complete, question_model.top_tokens = old_reply_complete, old_top_tokens
+    LoraAdapter.adapter_id = property(hashed_each_time)
     try:
         yield
     finally:
-        BatchDecoder.start, question_model.reply_complete = start, complete
+        BatchDecoder.start, question_model.reply_complete, question_model.top_tokens = start, complete, top
+        LoraAdapter.adapter_id = adapter_id
 
 
 def before(fn):
@@ -134,7 +152,7 @@ def main(argv: list[str] | None = None) -> None:
 
     settings = {"greedy only (samples=0)": lambda m: greedy(m).clinician_question,
                 "default (greedy + 8 samples, batched)": lambda m: default(m).clinician_question,
-                "default as before (instruction read each time, the old stop)": before(
+                "default as before this round (the baseline)": before(
                     lambda m: default(m).clinician_question),
                 "baseline: first question sentence": lambda m: first_question_sentence(normalise_message(m))}
     lines = [f"$ python benchmarks/question_speed.py --messages {args.messages} --repeats {args.repeats}", ""]
@@ -149,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
         per = {key: value / len(messages) for key, value in clock.items()}
         ratio = best["default (greedy + 8 samples, batched)"][0] / best["greedy only (samples=0)"][0]
         cached = (best["default (greedy + 8 samples, batched)"][0]
-                  / best["default as before (instruction read each time, the old stop)"][0])
+                  / best["default as before this round (the baseline)"][0])
         lines += [f"## {len(messages)} {set_name} messages, best of {args.repeats}; {os.cpu_count()} CPUs; "
                   f"load average {os.getloadavg()[0]:.1f} at the end", "",
                   "| setting | s per message | CPU s per message |", "|---|---|---|"]
