@@ -232,6 +232,9 @@ def test_the_sampled_tokens_are_the_most_probable_in_one_fixed_order_whatever_th
             logits = np.round(logits, 1)  # many equal values, some at the 40th place
         if trial % 5 == 0:
             logits[:] = 0.0  # every token as probable as the next
+        if trial % 7 == 0:
+            logits[:] = -100.0  # fewer than 40 tokens within any bound of the most probable
+            logits[rng.choice(len(logits), 10, replace=False)] = 0.0
         logp = logits - logits.max()
         expected = np.lexsort((np.arange(len(logp)), -logp))[:40]  # by probability, then the lower id
         assert top_tokens(logp, 40).tolist() == expected.tolist()
