@@ -127,7 +127,7 @@ def test_each_instruction_restores_its_own_frame_and_a_register_in_between_chang
     from lms.gguf_causal_lm import _DECODERS
 
     stage = archehr_stage("question", "finetuned")
-    message = stage.prepare(load_cases(CASES)[1].patient_narrative)
+    message = stage.prepare("My father had a stent put in last week. Why does he need two blood thinners now?")
     first = stage.candidates(message, "clinician")  # the clinician frame read (or restored)
     consumer = stage.candidates(message, "consumer")  # another instruction: another frame
     assert stage.candidates(message, "clinician") == first and consumer != first
