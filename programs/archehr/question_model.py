@@ -230,8 +230,8 @@ class FinetunedQuestionInterpreter(dspy.Module):
         total = [0.0] * n_seq
         with lock:
             decoder = batch_decoder(llm, n_seq, len(tokens) + n_seq * self.max_new_tokens + 64)
-            # the instruction's frame is read once per process and restored for each message (~35 of its
-            # tokens: a fifth of a narrative's prompt), in cells that do not depend on the messages before
+            # the instruction's frame (~40 tokens: a quarter of a narrative's prompt) is read once per process and
+            # restored for each message, into cells that do not depend on the messages before
             first = decoder.start(tokens, n_seq, threads_now(self.threads), prefix=len(parts[0]))
             logits = dict.fromkeys(range(n_seq), first)
             for step in range(self.max_new_tokens):
