@@ -75,13 +75,14 @@ class BatchDecoder:
 
     def _read(self, tokens: list[int], begin: int, last_logits: bool) -> None:
         """Sequence 0 reads `tokens` from position `begin`, in chunks of _BATCH counted from `begin`."""
-        for start in range(0, len(tokens), _BATCH):
-            chunk = tokens[start:start + _BATCH]
-            self._decode([(t, begin + start + j, 0, last_logits and start + j == len(tokens) - 1)
+        for offset in range(0, len(tokens), _BATCH):
+            chunk = tokens[offset:offset + _BATCH]
+            self._decode([(t, begin + offset + j, 0, last_logits and offset + j == len(tokens) - 1)
                           for j, t in enumerate(chunk)])
 
-    def _prefix_state(self, prefix: list[int]) -> bytes:
-        """Sequence 0's cache after reading `prefix` into an empty cache: read once per prefix, then copied back."""
+    def _restore_prefix(self, prefix: list[int]) -> None:
+        """Put sequence 0's cells for `prefix` into the empty cache: read (and saved) the first time, copied back
+        from the saved bytes after that."""
         key = tuple(prefix)
         state = self._prefixes.get(key)
         if state is None:
@@ -91,15 +92,13 @@ class BatchDecoder:
             written = self._api.llama_state_seq_get_data(self.ctx, buffer, size, 0)
             if written != size:
                 raise BatchDecodeError(f"llama.cpp saved {written} of {size} bytes of a prompt's cache")
-            state = bytes(buffer)
             if len(self._prefixes) >= _PREFIXES:
                 self._prefixes.pop(next(iter(self._prefixes)))
-            self._prefixes[key] = state
-            return state
+            self._prefixes[key] = bytes(buffer)
+            return
         buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
         if self._api.llama_state_seq_set_data(self.ctx, buffer, len(state), 0) != len(state):
             raise BatchDecodeError("llama.cpp could not restore a prompt's cache")
-        return state
 
     def start(self, tokens: list[int], n_seq: int, threads: int | None = None, prefix: int = 0) -> np.ndarray:
         """Read `tokens` as the prompt of sequences 0..n_seq-1; the logits of the next token (the same for all).
@@ -114,7 +113,7 @@ class BatchDecoder:
             self._api.llama_set_n_threads(self.ctx, self.threads, self.threads)
         self._api.llama_memory_clear(self.memory, True)  # nothing of an earlier prompt: see the module's docstring
         if prefix:
-            self._prefix_state(tokens[:prefix])
+            self._restore_prefix(tokens[:prefix])
         self._read(tokens[prefix:], prefix, last_logits=True)
         for seq in range(1, n_seq):
             self._api.llama_memory_seq_cp(self.memory, 0, seq, -1, -1)

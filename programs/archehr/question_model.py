@@ -12,9 +12,9 @@ embedding choose (fitted with the adapter).
 
 Decoding: the greedy reply and `samples` sampled ones (the prompt read once, its instruction restored from the
 decoder's cache); the candidates are reranked by their mean token log-probability plus `coverage_weight` x the share
-of their content words the message itself uses, minus
-`opening_weight` x the share of the training references that open with the same four words, so a question type the
-model over-learned ("What are the treatments for X?") does not win over one that names what the message asks. A
+of their content words the message itself uses, minus `opening_weight` x the share of the training references that
+open with the same four words, so a question type the model over-learned ("What are the treatments for X?") does
+not win over one that names what the message asks. A
 question that shares no content word with the message (a placeholder such as "Is this true?") is never returned: the
 message's first question sentence is, cut to `max_words`, with the reason in `fallback`.
 """
