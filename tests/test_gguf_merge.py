@@ -40,3 +40,49 @@ def test_the_merged_model_holds_w_plus_the_scaled_delta_and_copies_every_other_t
         if name != "blk.3.ffn_down.weight":
             assert merged[name].tensor_type == tensor.tensor_type
             assert np.array_equal(np.asarray(merged[name].data), np.asarray(tensor.data)), name
+
+
+def tiny_gguf(path, arch: str):
+    """A two-tensor GGUF of `arch` (float32): the query projection of block 0 and a norm the merge must copy."""
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_uint32(f"{arch}.attention.head_count", 2)
+    writer.add_uint32(f"{arch}.attention.head_count_kv", 1)
+    rng = np.random.default_rng(1)
+    q = rng.normal(0, 1, (8, 8)).astype(np.float32)
+    writer.add_tensor("blk.0.attn_q.weight", q)
+    writer.add_tensor("blk.0.attn_norm.weight", np.ones(8, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return q
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+def test_a_query_delta_is_permuted_for_llamas_rotary_layout_and_kept_as_computed_for_gemma(tmp_path, arch):
+    import gguf
+
+    from lms.gguf_merge import merge_into_gguf, rope_permute
+
+    q = tiny_gguf(tmp_path / "base.gguf", arch)
+    rng = np.random.default_rng(2)
+    a, b = rng.normal(0, 1, (2, 8)).astype(np.float32), rng.normal(0, 1, (8, 2)).astype(np.float32)
+    out = merge_into_gguf(tmp_path / "base.gguf", {"model.layers.0.self_attn.q_proj": (a, b)}, 0.5,
+                          tmp_path / "merged.gguf")
+    merged = {t.name: t for t in gguf.GGUFReader(str(out)).tensors}
+    got = gguf.quants.dequantize(merged["blk.0.attn_q.weight"].data, merged["blk.0.attn_q.weight"].tensor_type)
+    delta = 0.5 * (b @ a)
+    expected = q + (rope_permute(delta, 2) if arch == "llama" else delta)
+    assert np.allclose(got, expected, rtol=1e-3, atol=1e-3)
+    assert np.array_equal(np.asarray(merged["blk.0.attn_norm.weight"].data), np.ones(8, dtype=np.float32))
+
+
+def test_a_base_of_another_architecture_is_refused_in_one_line(tmp_path):
+    from lms.gguf_merge import merge_into_gguf
+
+    tiny_gguf(tmp_path / "base.gguf", "qwen2")
+    with pytest.raises(ValueError, match="needs a llama or gemma3 GGUF, not 'qwen2'"):
+        merge_into_gguf(tmp_path / "base.gguf", {}, 1.0, tmp_path / "merged.gguf")
+    assert not (tmp_path / "merged.gguf").exists()

@@ -273,3 +273,21 @@ def test_the_adapter_id_is_kept_while_its_arrays_are_the_same_and_follows_a_repl
     assert adapter.adapter_id == first
     adapter.alpha = 8.0
     assert adapter.adapter_id != first
+
+
+def test_each_base_architecture_has_its_own_turn_markup_and_an_unknown_one_is_one_config_line():
+    from lms.gguf_causal_lm import BaseModel, gguf_architecture
+    from programs.archehr.question_model import CHAT_FORMATS, FinetunedQuestionInterpreter, build_prompt, chat_format
+
+    # the shipped base (SmolLM2) is a llama GGUF: ChatML with a system turn, as the adapter was trained
+    assert gguf_architecture(BaseModel().path()) == "llama"
+    assert FinetunedQuestionInterpreter().chat_format() == CHAT_FORMATS["llama"]
+    assert build_prompt("Ask.", "my knee hurts") == ("<|im_start|>system\nAsk.<|im_end|>\n<|im_start|>user\nmy knee "
+                                                     "hurts<|im_end|>\n<|im_start|>assistant\n")
+    # Gemma 3 has no system turn: the instruction opens the user's, after <bos>; its turn ends with <end_of_turn>
+    gemma = chat_format("gemma3")
+    assert build_prompt("Ask.", "my knee hurts", gemma) == ("<bos><start_of_turn>user\nAsk.\n\nmy knee hurts"
+                                                            "<end_of_turn>\n<start_of_turn>model\n")
+    assert gemma.end == "<end_of_turn>"
+    with pytest.raises(ConfigError, match=r"a 'qwen2' base model has no chat format here \(one of \['gemma3', 'llama'\]\)"):
+        chat_format("qwen2")

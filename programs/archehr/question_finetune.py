@@ -67,11 +67,12 @@ def training_rows(stage: Any, tokenizer: Any, pairs: list[tuple[str, str, str]],
     counts = Counter(register for _, register, _ in pairs)
     most = max(counts.values())
     rows = []
+    end = stage.chat_format().end  # the model learns to end its turn after the question
     for message, register, target in pairs:
         prompt = stage.training_prompt(register, fit_to_budget(normalise_message(message), count,
                                                                  settings.max_input_tokens))
         p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        t = tokenizer(target.strip() + "<|im_end|>", add_special_tokens=False)["input_ids"][:48]
+        t = tokenizer(target.strip() + end, add_special_tokens=False)["input_ids"][:48]
         times = settings.repeat_rare if counts[register] * 4 <= most else 1
         rows.extend([(p, t)] * times)
     return rows

