@@ -69,6 +69,10 @@ class LoraFinetune(dspy.teleprompt.Teleprompter):
         self.max_input_tokens, self.repeat_rare, self.dropout, self.seed = max_input_tokens, repeat_rare, dropout, seed
         self.threads, self.max_opening_share = threads, float(max_opening_share)
 
+    def preflight(self, program: dspy.Module) -> None:
+        """The base model to train on exists (a missing package or file is one line, before any scoring)."""
+        finetunable(program).base.path()
+
     def compile(self, student: dspy.Module, *, trainset: list[dspy.Example], valset: list[dspy.Example] | None = None,
                 **_: Any) -> dspy.Module:
         program = student.deepcopy()

@@ -62,6 +62,8 @@ def compile_program(cfg: DictConfig, contract: ProgramContract, program: dspy.Mo
     overlap = split_overlap(trainset, valset, contract.item_id, cfg.data.get("train"), cfg.data.get("val"))
     if overlap:
         print(overlap.message)
+    if callable(getattr(optimizer, "preflight", None)):
+        optimizer.preflight(program)  # what it needs (a base model to train) is checked before minutes of scoring
     before_state = snapshot(program, contract.item_id)
     try:
         before = evaluate(program, valset, metric)

@@ -236,3 +236,12 @@ def test_the_2025_report_does_not_deny_its_scores_and_says_the_question_is_given
                                                    "overall_score": 45.0})
     assert "No scores" not in md and "- overall_score: 45.00" in md
     assert "question=given, else finetuned" in md
+
+
+def test_a_compile_whose_base_model_is_missing_says_so_in_one_line_before_any_scoring(tmp_path):
+    run = main_in(tmp_path, "task=compile", "experiment=compile_question",
+                  f"+program.question.base.model_path={tmp_path / 'nope.gguf'}", f"hydra.run.dir={tmp_path / 'run'}")
+    assert run.returncode != 0
+    assert run.stderr.strip().splitlines()[-1] == f"error: model_path={tmp_path / 'nope.gguf'}: no such GGUF file"
+    assert "validation examples before" not in run.stdout  # refused before minutes of scoring the current stage
+    assert not (tmp_path / "run").exists()
