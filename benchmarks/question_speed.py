@@ -1,6 +1,7 @@
 """Speed of the learned question stage (Subtask 1) after loading, against its own greedy reply in the same run.
 
     python benchmarks/question_speed.py [--messages 30] [--repeats 2] [--out benchmarks/results_question_speed.txt]
+                                        [--compiled data/archehr/compiled_program.json]
 
 Messages: the first N of MEDIQA-QS 2021 validation (real consumer questions, 50-300 words) and the first N patient
 narratives of the hand-written realistic ArchEHR cases (longer: most fill the 128-token input budget). Settings timed,

