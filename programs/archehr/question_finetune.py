@@ -67,7 +67,7 @@ def training_rows(stage: Any, tokenizer: Any, pairs: list[tuple[str, str, str]],
     counts = Counter(register for _, register, _ in pairs)
     most = max(counts.values())
     rows = []
-    end = stage.chat_format().end  # the model learns to end its turn after the question
+    end = stage.chat_format(stage.base).end  # the model being trained learns to end its turn after the question
     for message, register, target in pairs:
         prompt = stage.training_prompt(register, fit_to_budget(normalise_message(message), count,
                                                                  settings.max_input_tokens))

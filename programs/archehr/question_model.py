@@ -221,12 +221,19 @@ class FinetunedQuestionInterpreter(dspy.Module):
         """The GGUF the adapter was trained on (its state says which), else the configured one (for training)."""
         recorded = self.adapter.base or {}
         if recorded.get("file") and not self.base.model_path:
-            return BaseModel(package=recorded.get("package"), file=recorded["file"])
+            named = BaseModel(package=recorded.get("package"), file=recorded["file"])
+            if self.base not in (BaseModel(), named):  # a base set for training must not pass silently at run time
+                raise LearnedStateError(
+                    f"program.question.base is {self.base.package}/{self.base.file}, but the loaded adapter was trained "
+                    f"on {named.package}/{named.file}: a base is chosen by training (task=compile); load the program "
+                    "compiled on it (program.compiled=PATH)")
+            return named
         return self.base
 
-    def chat_format(self) -> ChatFormat:
-        """The turn markup of the base model (by its GGUF's architecture): training and decoding use the same."""
-        return chat_format(gguf_architecture(self.model_base().path()))
+    def chat_format(self, base: BaseModel | None = None) -> ChatFormat:
+        """The turn markup of `base` (default: the base the loaded adapter runs on), by its GGUF's architecture:
+        training (on the configured base) and decoding (on the adapter's) use the same markup for the same base."""
+        return chat_format(gguf_architecture((base or self.model_base()).path()))
 
     def prepare(self, narrative: str) -> str:
         llm, _ = self.loaded()
@@ -332,7 +339,7 @@ class FinetunedQuestionInterpreter(dspy.Module):
 
     # --- how optimizer=finetune trains this stage (the recipe: programs/archehr/question_finetune.py) ---------
     def training_prompt(self, register: str, message: str) -> str:
-        return build_prompt(INSTRUCTIONS[register], message, self.chat_format())
+        return build_prompt(INSTRUCTIONS[register], message, self.chat_format(self.base))  # the base being trained
 
     @staticmethod
     def training_instructions() -> dict[str, str]:
