@@ -65,7 +65,9 @@ def _architecture(path: str, size: int, mtime: float) -> str:
         field = gguf.GGUFReader(path).fields["general.architecture"]
         return str(field.contents())
     except (OSError, ValueError, KeyError, IndexError) as exc:
-        raise ValueError(f"{Path(path).name} is not a readable GGUF model ({type(exc).__name__})") from None
+        from lms.factory import LMConfigError
+
+        raise LMConfigError(f"{Path(path).name} is not a readable GGUF model ({type(exc).__name__})") from None
 
 
 def gguf_architecture(path: Path) -> str:

@@ -86,3 +86,14 @@ def test_a_base_of_another_architecture_is_refused_in_one_line(tmp_path):
     with pytest.raises(ValueError, match="needs a llama or gemma3 GGUF, not 'qwen2'"):
         merge_into_gguf(tmp_path / "base.gguf", {}, 1.0, tmp_path / "merged.gguf")
     assert not (tmp_path / "merged.gguf").exists()
+
+
+def test_the_architecture_of_a_gguf_is_read_and_a_file_that_is_not_one_is_one_line(tmp_path):
+    from lms.errors import LMConfigError
+    from lms.gguf_causal_lm import gguf_architecture
+
+    tiny_gguf(tmp_path / "g.gguf", "gemma3")
+    assert gguf_architecture(tmp_path / "g.gguf") == "gemma3"
+    (tmp_path / "junk.gguf").write_text("not a model")
+    with pytest.raises(LMConfigError, match=r"^junk.gguf is not a readable GGUF model"):
+        gguf_architecture(tmp_path / "junk.gguf")
