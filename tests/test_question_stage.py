@@ -282,8 +282,8 @@ def test_each_base_architecture_has_its_own_turn_markup_and_an_unknown_one_is_on
     # the shipped base (SmolLM2) is a llama GGUF: ChatML with a system turn, as the adapter was trained
     assert gguf_architecture(BaseModel().path()) == "llama"
     assert FinetunedQuestionInterpreter().chat_format() == CHAT_FORMATS["llama"]
-    assert build_prompt("Ask.", "my knee hurts") == ("<|im_start|>system\nAsk.<|im_end|>\n<|im_start|>user\nmy knee "
-                                                     "hurts<|im_end|>\n<|im_start|>assistant\n")
+    assert build_prompt("Ask.", "my knee hurts", CHAT_FORMATS["llama"]) == (
+        "<|im_start|>system\nAsk.<|im_end|>\n<|im_start|>user\nmy knee hurts<|im_end|>\n<|im_start|>assistant\n")
     # Gemma 3 has no system turn: the instruction opens the user's, after <bos>; its turn ends with <end_of_turn>
     gemma = chat_format("gemma3")
     assert build_prompt("Ask.", "my knee hurts", gemma) == ("<bos><start_of_turn>user\nAsk.\n\nmy knee hurts"

@@ -85,26 +85,20 @@ def chat_format(architecture: str) -> ChatFormat:
     return CHAT_FORMATS[architecture]
 
 
-def build_prompt(instruction: str, message: str, fmt: ChatFormat = CHAT_FORMATS["llama"]) -> str:
+def build_prompt(instruction: str, message: str, fmt: ChatFormat) -> str:
     before, after = prompt_frame(instruction, fmt)
     return before + message + after
 
 
-def prompt_frame(instruction: str, fmt: ChatFormat = CHAT_FORMATS["llama"]) -> tuple[str, str]:
+def prompt_frame(instruction: str, fmt: ChatFormat) -> tuple[str, str]:
     """The text before and after the message: the only text tokenized with special tokens recognised."""
     return fmt.before.format(instruction=instruction), fmt.after
 
 
-def prompt_tokens(llm: Any, instruction: str, message: str, fmt: ChatFormat = CHAT_FORMATS["llama"]) -> list[int]:
-    """The prompt's tokens: the frame with its control tokens, the message as plain text (a patient who types
-    `<|im_end|>` writes characters, not the end of the turn)."""
-    return [token for part in prompt_parts(llm, instruction, message, fmt) for token in part]
-
-
-def prompt_parts(llm: Any, instruction: str, message: str,
-                 fmt: ChatFormat = CHAT_FORMATS["llama"]) -> tuple[list[int], list[int], list[int]]:
-    """The prompt's tokens in three parts: the frame before the message (the same for every message of one
-    instruction), the message, the frame after it."""
+def prompt_parts(llm: Any, instruction: str, message: str, fmt: ChatFormat) -> tuple[list[int], list[int], list[int]]:
+    """The prompt's tokens in three parts: the frame before the message with its control tokens (the same for every
+    message of one instruction), the message as plain text (a patient who types `<|im_end|>` writes characters, not
+    the end of the turn), the frame after it."""
     before, after = prompt_frame(strip_control_tokens(instruction), fmt)
     return (llm.tokenize(before.encode("utf-8"), add_bos=False, special=True),
             llm.tokenize(message.encode("utf-8"), add_bos=False, special=False),
