@@ -28,8 +28,10 @@ mark{background:#fff0a8;padding:0 2px}.answer p{margin:.3em 0}.unsupported{backg
 padding:2px 6px}a.cite{font-size:.85em;margin-left:2px}del{background:#ffd7d5;text-decoration:line-through}
 ins{background:#d2f5d9;text-decoration:none}.filters{position:sticky;top:0;background:#fff;border-bottom:1px solid var(--line);
 padding:6px 0;z-index:2}.filters label{margin-right:14px;white-space:nowrap}nav.index a{margin-right:8px}
-.grid{display:grid;grid-template-columns:1fr 1fr;gap:14px}@media(max-width:760px){.grid{grid-template-columns:1fr}
-body{font-size:14px}}details{margin:.3em 0}pre{white-space:pre-wrap;word-break:break-word;background:#f7f7f7;padding:6px}
+.grid{display:grid;grid-template-columns:1fr 1fr;gap:14px}
+.grid>*{min-width:0}@media(max-width:760px){.grid{grid-template-columns:1fr}
+body{font-size:14px}}details{margin:.3em 0}.scroll{overflow-x:auto;max-width:100%}
+pre{white-space:pre-wrap;word-break:break-word;background:#f7f7f7;padding:6px}
 svg text{font:12px system-ui,sans-serif}
 """
 

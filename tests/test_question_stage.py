@@ -206,6 +206,45 @@ def test_a_question_cut_at_the_word_limit_loses_to_a_whole_one_and_is_kept_only_
     assert stage.pick([(cut, -0.1, False), ("Is this true?", -0.05, True)], message) == cut  # a placeholder: no
 
 
+def test_the_ranked_candidates_say_why_each_lost_and_put_the_pick_first():
+    from programs.archehr.question_model import FinetunedQuestionInterpreter
+
+    stage = FinetunedQuestionInterpreter(coverage_weight=2.0, opening_weight=3.0)
+    stage.adapter.fit = {"opening_prior": {"consumer": {"what are the treatments": 0.25}}}
+    message = "I take prednisone for asthma flares. How long can I take it safely? What are the treatments?"
+    cut = finish_question("How long can someone safely take prednisone for asthma flares for a long period of "
+                          "time without harm?", 15)
+    candidates = [(cut, -0.1, False), ("Is this true?", -0.05, True), ("What are the treatments for asthma?", -0.3, True),
+                  ("How long is prednisone safe for asthma?", -0.6, True)]
+    ranked = stage.ranked(candidates, message)
+    assert [r["question"] for r in ranked] == ["How long is prednisone safe for asthma?",
+                                               "What are the treatments for asthma?", cut, "Is this true?"]
+    assert ranked[0]["question"] == stage.pick(candidates, message)
+    assert [(r["eligible"], r["excluded"]) for r in ranked] == [
+        (True, None), (True, None), (False, "cut at 15 words"), (False, "no word of the message")]
+    for r in ranked:  # the score is the sum the page's caption states
+        assert r["score"] == pytest.approx(r["log_prob"] + 2.0 * r["coverage"] - 3.0 * r["opening_share"], abs=1e-3)
+    assert ranked[1]["opening_share"] == 0.25 and ranked[0]["opening_share"] == 0.0
+    # every candidate a placeholder: nothing eligible, the stage falls back (and the record still shows them)
+    only = stage.ranked([("Is this true?", -0.1, True)], message)
+    assert not only[0]["eligible"] and stage.pick([("Is this true?", -0.1, True)], message) is None
+
+
+def test_the_run_page_lists_the_candidates_escaped_and_a_record_without_them_shows_none():
+    from programs.archehr.report_html import _candidates
+
+    # a record of an LM stage, or of a run written before the field existed
+    assert _candidates({"clinician_question": "Why?"}) == "" == _candidates({"question_candidates": None})
+    row = {"question": "Why <b>was</b> it stopped?", "score": 1.0, "log_prob": -0.5, "coverage": 0.5,
+           "opening_share": 0.0, "eligible": True, "excluded": None}
+    html = _candidates({"clinician_question": row["question"], "question_candidates": [row]})
+    assert "&lt;b&gt;was&lt;/b&gt;" in html and "<b>" not in html and ">picked<" in html
+    fell_back = _candidates({"clinician_question": "What is it?", "question_candidates": [
+        {**row, "eligible": False, "excluded": "no word of the message"}]})
+    assert ">picked<" not in fell_back and "excluded: no word of the message" in fell_back
+    assert "1 candidate question the stage weighed; none picked: the question above is the message" in fell_back
+
+
 def test_an_opening_the_training_references_overuse_in_either_register_is_penalised_in_both():
     from programs.archehr.question_model import FinetunedQuestionInterpreter, opening_penalties
 

@@ -51,10 +51,21 @@ def test_archehr_report_in_chromium(browser, tmp_path):
     page.get_by_label("only disagreements with gold").uncheck()
     page.get_by_label("only cases with fallbacks").uncheck()
     assert shown() == 6
+    # the question stage's candidates: what it weighed, the pick first, behind a summary line
+    for r in records:
+        candidates = page.locator(f"#case-{r['case_id']} details.candidates")
+        assert candidates.count() == 1 and not candidates.evaluate("e => e.open")
+        candidates.locator("summary").click()
+        cells = candidates.locator("tbody tr").evaluate_all(
+            "rows => rows.map(r => Array.from(r.cells).map(c => c.innerText))")
+        assert [row[0] for row in cells] == [c["question"] for c in r["question_candidates"]]
+        assert cells[0][0] == r["clinician_question"] and cells[0][-1] == "picked"
+        assert all(row[-1] != "picked" for row in cells[1:])
     page.keyboard.press("Tab")  # keyboard reachable: focus lands on a control or a link
     assert page.evaluate("document.activeElement.tagName") in ("A", "INPUT")
     page.screenshot(path=str(tmp_path / "archehr_1280.png"), full_page=False)
     phone, phone_errors, _ = open_page(browser, out / "report.html", width=390)
+    phone.locator("details.candidates").evaluate_all("els => els.forEach(e => { e.open = true; })")
     assert phone.evaluate("document.documentElement.scrollWidth") <= 390 + 1  # no horizontal scroll at phone width
     phone.screenshot(path=str(tmp_path / "archehr_390.png"))
     assert errors == [] and phone_errors == []

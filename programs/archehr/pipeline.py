@@ -69,7 +69,10 @@ class ArchEHRCascade(dspy.Module):
         fallbacks: dict[str, str] = {}
 
         q = self.interpret(case, ledger, fallbacks)
-        pred = {"case_id": case.case_id, "clinician_question": q.clinician_question}
+        # the learned stage's candidates with the rerank's parts (the run page shows what it weighed); None for
+        # a stage that writes one question
+        pred = {"case_id": case.case_id, "clinician_question": q.clinician_question,
+                "question_candidates": q.get("candidates")}
 
         if not case.sentences:  # e.g. the 2026 Subtask-1 test release: narratives only
             return dspy.Prediction(**pred, evidence_ids=[], scores=None, selection="no_note", answer=None,

@@ -306,14 +306,33 @@ class FinetunedQuestionInterpreter(dspy.Module):
         "What are the treatments for ..." leaks into clinician questions, where its own references never use it),
         among the whole questions when there is one (a question cut at `max_words` ends mid-phrase); None when each
         candidate is a placeholder."""
+        ranked = self.ranked(candidates, message)
+        return ranked[0]["question"] if ranked and ranked[0]["eligible"] else None
+
+    def ranked(self, candidates: list[tuple[str, float, bool]], message: str) -> list[dict[str, Any]]:
+        """Every candidate with the rerank's parts (`log_prob`, `coverage`, `opening_share`, `score`), whether it
+        could be picked (`eligible`) and if not why (`excluded`), the pick first, then the eligible ones by score,
+        then the rest: what the run page shows beside the question (`pick` takes the first)."""
         stems = content_stems(message)
         prior = opening_penalties(self.adapter.fit.get("opening_prior") or {})
-        usable = [(q, s, whole) for q, s, whole in candidates
-                  if q and coverage(q, stems) > 0 and not has_control_tokens(q)]
-        pool = [c for c in usable if c[2]] or usable
-        scored = [(s + self.coverage_weight * coverage(q, stems) - self.opening_weight * float(prior.get(opening(q), 0.0)),
-                   q) for q, s, _ in pool]
-        return max(scored, key=lambda x: x[0])[1] if scored else None
+        rows = []
+        for q, s, whole in candidates:
+            cov, share = coverage(q, stems), float(prior.get(opening(q), 0.0))
+            excluded = ("empty" if not q else "control tokens" if has_control_tokens(q)
+                        else "no word of the message" if cov <= 0 else None)
+            rows.append({"question": q, "log_prob": round(s, 4), "coverage": round(cov, 4),
+                         "opening_share": round(share, 4),
+                         "score": round(s + self.coverage_weight * cov - self.opening_weight * share, 4),
+                         "whole": bool(whole), "eligible": excluded is None, "excluded": excluded,
+                         "_score": s + self.coverage_weight * cov - self.opening_weight * share})
+        if any(r["eligible"] and r["whole"] for r in rows):  # a question cut at max_words only when every one is
+            for r in rows:
+                if r["eligible"] and not r["whole"]:
+                    r["eligible"], r["excluded"] = False, f"cut at {self.max_words} words"
+        rows.sort(key=lambda r: (not r["eligible"], -r["_score"]))  # stable: ties keep the candidates' order
+        for r in rows:
+            del r["_score"]
+        return rows
 
     def forward(self, patient_narrative: str, patient_question: str = "") -> dspy.Prediction:
         narrative = patient_narrative or ""
@@ -324,12 +343,13 @@ class FinetunedQuestionInterpreter(dspy.Module):
             return dspy.Prediction(clinician_question="", register=None, fallback="empty message")
         message = self.prepare(narrative)
         register = self.choose_register(normalise_message(narrative))
-        best = self.pick(self.candidates(message, register), message)
-        if best is None:
+        ranked = self.ranked(self.candidates(message, register), message)
+        if not ranked or not ranked[0]["eligible"]:
             rule = truncate_words(first_question_sentence(normalise_message(narrative)), self.max_words)
-            return dspy.Prediction(clinician_question=rule, register=register,
+            return dspy.Prediction(clinician_question=rule, register=register, candidates=ranked,
                                    fallback="no candidate names anything the message says: its first question sentence")
-        return dspy.Prediction(clinician_question=best, register=register, fallback=None)
+        return dspy.Prediction(clinician_question=ranked[0]["question"], register=register, candidates=ranked,
+                               fallback=None)
 
     # --- how optimizer=finetune trains this stage (the recipe: programs/archehr/question_finetune.py) ---------
     def training_prompt(self, register: str, message: str) -> str:

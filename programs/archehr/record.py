@@ -14,6 +14,8 @@ import dspy
 class ArchEHRRecord(TypedDict):
     case_id: str
     clinician_question: str
+    question_candidates: list[dict[str, Any]] | None  # the learned stage's candidates, the pick first, with the
+                                            # rerank's parts (None: a stage that writes one question)
     evidence_ids: list[str]
     scores: dict[str, int] | None          # Likert 1-5 per note sentence (None: the stage fell back before scoring)
     selection: str                          # how evidence_ids were chosen: strict | lenient | first_n | top_share | ...

@@ -105,6 +105,29 @@ def _answer(case: Case, record: dict[str, Any]) -> str:
     return '<div class="answer">' + "".join(parts) + "</div>" + alignment
 
 
+def _candidates(record: dict[str, Any]) -> str:
+    """The questions the learned stage weighed, the pick first, with the rerank's parts: why this question and not
+    another (a record without them, from an LM stage or an earlier version, shows nothing)."""
+    rows = record.get("question_candidates")
+    if not isinstance(rows, list) or not rows:
+        return ""
+    body = []
+    for n, row in enumerate(r for r in rows if isinstance(r, dict)):
+        picked = n == 0 and row.get("eligible") and row.get("question") == record.get("clinician_question")
+        status = "picked" if picked else ("" if row.get("eligible") else f"excluded: {row.get('excluded')}")
+        body.append([row.get("question"), row.get("score"), row.get("log_prob"), row.get("coverage"),
+                     row.get("opening_share"), status])
+    fell_back = not any(row[-1] == "picked" for row in body)
+    summary = f"{len(body)} candidate question{'s' if len(body) != 1 else ''} the stage weighed" + (
+        "; none picked: the question above is the message's own first question sentence" if fell_back else "")
+    return (f'<details class="candidates"><summary>{esc(summary)}</summary>'
+            '<div class="scroll">' + table(["candidate", "score", "log-prob", "coverage", "opening share", ""], body,
+                    "score = mean token log-prob + coverage_weight x coverage (share of its content words the message "
+                    "uses) - opening_weight x opening share (of training references opening with its first 4 words); "
+                    "the best whole question that shares a word with the message is picked")
+            + "</div></details>")
+
+
 def case_section(case: Case, record: dict[str, Any], key: KeyCase | None) -> str:
     selected = set(record.get("evidence_ids") or [])
     errors = 0
@@ -122,7 +145,8 @@ def case_section(case: Case, record: dict[str, Any], key: KeyCase | None) -> str
             f'data-fallbacks="{int(bool(fallbacks))}" data-unsupported="{int(unsupported > 0)}">'
             f'<h2>Case {esc(case.case_id)}</h2><div class="badges">{"".join(badges)}</div>'
             f'<div class="grid"><div><h3>Patient narrative</h3><p>{_marked_narrative(case)}</p>'
-            f'<p><strong>Clinician question:</strong> {esc(record.get("clinician_question"))}</p>{gold_q}'
+            f'<p><strong>Clinician question:</strong> {esc(record.get("clinician_question"))}</p>'
+            f"{_candidates(record)}{gold_q}"
             f"<h3>Answer</h3>{_answer(case, record)}</div>"
             f'<div><h3>Note (shaded by evidence score; selected sentences have a blue bar)</h3>'
             f'<p class="muted">selection: {esc(record.get("selection"))}</p>{_note(case, record, key)}</div></div>'
