@@ -74,6 +74,9 @@ def test_a_pasted_message_and_note_show_the_question_the_evidence_and_the_cited_
     page.wait_for_selector("#question", timeout=120_000)
     question = page.inner_text("#question").strip()
     assert question.endswith("?") and 2 <= len(question.split()) <= 15
+    page.click("#candidates summary")  # what the stage weighed, the pick first, behind its summary line
+    candidates = page.locator("#candidates li")
+    assert candidates.count() >= 1 and candidates.first.inner_text().startswith(question + " (score ")
     note = page.locator("ol.note li")
     assert note.count() == 6 and note.nth(0).inner_text().startswith("[1]")  # the pasted text, numbered per sentence
     assert page.locator("ol.note li.essential").count() >= 1

@@ -42,9 +42,10 @@ def test_answer_health_and_openapi(archehr):
                                              "sentences": NOTE})
     assert r.status_code == 200, r.text
     data = r.json()
-    question = data["clinician_question"]  # the learned question stage's: one short question naming the drug
+    question = data["clinician_question"]  # the baseline question stage's: the message's question
     assert data["case_id"] == "c1" and "lisinopril" in question.lower() and question.endswith("?")
     assert len(question.split()) <= 15
+    assert data["question_candidates"] is None  # the baseline stage writes one question (test_page: the learned one's)
     assert "2" in data["evidence_ids"] and "1" not in data["evidence_ids"] and data["lm_failure"] is None
     # the default (non-LLM) run answers with note sentences: no grounding check to run (program/archehr/grounding=none)
     assert data["grounding"] is None and data["usage"]["evidence"]["lm_calls"] == 0
@@ -52,6 +53,7 @@ def test_answer_health_and_openapi(archehr):
     assert health["status"] == "ok" and health["program"] == "archehr" and health["lm"] == "none"
     spec = httpx.get(archehr.url + "/openapi.json").json()
     assert "/v1/archehr/answer" in spec["paths"]
+    assert "question_candidates" in spec["components"]["schemas"]["ArchEHRResponse"]["properties"]
 
 
 def test_the_official_xml_of_one_case_is_accepted(archehr):

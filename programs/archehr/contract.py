@@ -360,6 +360,6 @@ class ArchEHRContract(ProgramContract[Case]):
         return {"sentences": [{"id": s.id, "text": s.text} for s in item.sentences]}
 
     def serve_response(self, record: dict[str, Any], lm_failure: str | None, seconds: float) -> dict[str, Any]:
-        keys = ("case_id", "clinician_question", "evidence_ids", "scores", "selection", "answer", "answer_sentences",
-                "alignment", "grounding", "fallbacks", "usage")
+        keys = ("case_id", "clinician_question", "question_candidates", "evidence_ids", "scores", "selection", "answer",
+                "answer_sentences", "alignment", "grounding", "fallbacks", "usage")
         return {**{k: record.get(k) for k in keys}, "lm_failure": lm_failure, "seconds": seconds}

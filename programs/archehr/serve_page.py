@@ -17,6 +17,17 @@ async function programBody() {
 function programRender(d) {
   const out = el('section', {class: 'result'});
   out.append(el('h2', {}, 'Clinician question'), el('p', {id: 'question'}, d.clinician_question));
+  const candidates = d.question_candidates || [];
+  if (candidates.length) {  // what the learned stage weighed, the pick first (as report.html lists them)
+    const list = el('ol', {});
+    for (const c of candidates) {
+      const why = c.eligible ? '' : '; excluded: ' + c.excluded;
+      list.append(el('li', {}, `${c.question} (score ${Number(c.score).toFixed(2)}${why})`));
+    }
+    const n = candidates.length;
+    out.append(el('details', {class: 'candidates', id: 'candidates'},
+      el('summary', {}, `${n} candidate question${n === 1 ? '' : 's'} the stage weighed`), list));
+  }
   const evidence = new Set(d.evidence_ids || []);
   const scores = d.scores || {};
   const classOf = (id) => evidence.has(id) ? 'essential' : (scores[id] === 3 ? 'supplementary' : '');

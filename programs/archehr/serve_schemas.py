@@ -44,6 +44,9 @@ class ArchEHRRequest(BaseModel):
 class ArchEHRResponse(BaseModel):
     case_id: str
     clinician_question: str
+    question_candidates: list[dict[str, Any]] | None = Field(
+        None, description="the learned question stage's candidates, the pick first, each with its rerank score and "
+                          "parts and why it lost (`excluded`); null for a stage that writes one question")
     evidence_ids: list[str]
     scores: dict[str, int] | None
     selection: str | None
