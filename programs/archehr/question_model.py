@@ -318,13 +318,12 @@ class FinetunedQuestionInterpreter(dspy.Module):
         rows = []
         for q, s, whole in candidates:
             cov, share = coverage(q, stems), float(prior.get(opening(q), 0.0))
+            total = s + self.coverage_weight * cov - self.opening_weight * share
             excluded = ("empty" if not q else "control tokens" if has_control_tokens(q)
                         else "no word of the message" if cov <= 0 else None)
             rows.append({"question": q, "log_prob": round(s, 4), "coverage": round(cov, 4),
-                         "opening_share": round(share, 4),
-                         "score": round(s + self.coverage_weight * cov - self.opening_weight * share, 4),
-                         "whole": bool(whole), "eligible": excluded is None, "excluded": excluded,
-                         "_score": s + self.coverage_weight * cov - self.opening_weight * share})
+                         "opening_share": round(share, 4), "score": round(total, 4), "whole": bool(whole),
+                         "eligible": excluded is None, "excluded": excluded, "_score": total})
         if any(r["eligible"] and r["whole"] for r in rows):  # a question cut at max_words only when every one is
             for r in rows:
                 if r["eligible"] and not r["whole"]:
