@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
 from collections import Counter
@@ -44,6 +43,7 @@ from programs.archehr.question_model import FinetunedQuestionInterpreter, conten
 from programs.archehr.question_text import (  # noqa: E402
     BASELINES,
     finish_question,
+    first_person,
     normalise_message,
     opening,
 )
@@ -54,7 +54,6 @@ from tasks.archehr.data import load_cases, load_question_pairs  # noqa: E402
 DATA = ROOT / "data"
 SHARED = ROOT.parent / "shared" / "data" / "archehr-qa"
 MAX_WORDS = 15
-_FIRST_PERSON = re.compile(r"\b(i|my|me|mine|i'm|i've)\b", re.IGNORECASE)
 
 
 def rouge_l(reference: str, prediction: str) -> float:
@@ -116,7 +115,7 @@ def sets(limit: int | None) -> dict[str, list[tuple[str, str | None]]]:
 
 def form(message: str, question: str) -> dict[str, bool]:
     return {"placeholder": not (content_stems(question) & content_stems(message)),
-            "first person": bool(_FIRST_PERSON.search(question)), "over 15 words": len(question.split()) > MAX_WORDS,
+            "first person": first_person(question), "over 15 words": len(question.split()) > MAX_WORDS,
             "no final ?": not question.rstrip().endswith("?")}
 
 

@@ -5,6 +5,7 @@ fine-tuning compile on CPU."""
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import dspy
@@ -243,6 +244,30 @@ def test_the_run_page_lists_the_candidates_escaped_and_a_record_without_them_sho
         {**row, "eligible": False, "excluded": "no word of the message"}]})
     assert ">picked<" not in fell_back and "excluded: no word of the message" in fell_back
     assert "1 candidate question the stage weighed; none picked: the question above is the message" in fell_back
+
+
+def test_the_run_page_sums_up_the_form_of_the_runs_questions():
+    from programs.archehr.report_html import _question_form
+
+    def cands(*log_probs):  # the pick first (eligible), then the others
+        return [{"question": f"q{i}", "log_prob": lp, "eligible": True} for i, lp in enumerate(log_probs)]
+
+    records = [
+        {"clinician_question": "What are the treatments for his cough?", "question_candidates": cands(-0.2, -0.5)},
+        {"clinician_question": "What are the treatments for her rash?", "question_candidates": cands(-0.9, -0.4)},
+        {"clinician_question": "Why did my doctor stop the lisinopril", "fallbacks": {"question": "no candidate ..."}},
+        {"clinician_question": "Why was he given two blood thinners after the stent was placed in his heart "
+                               "artery?"},
+        {"clinician_question": ""},  # an empty message: no question to count
+    ]
+    html = _question_form(records, 15)
+    cells = re.findall(r"<td>(.*?)</td>", html)
+    form = dict(zip(cells[::2], cells[1::2], strict=True))
+    assert form["questions"] == "4" and form["most common 4-word opening"] == "&#x27;what are the treatments&#x27;: 2 (50%)"
+    assert form["in the first person (I, my, me)"] == "1" and form["over 15 words"] == "1"
+    assert form["without a final &#x27;?&#x27;"] == "1" and form["the stage&#x27;s fallback answered"] == "1"
+    assert form["the rerank picked another than the most probable candidate"] == "1 of 2"
+    assert _question_form([{"clinician_question": ""}], 15) == ""  # nothing to sum up
 
 
 def test_an_opening_the_training_references_overuse_in_either_register_is_penalised_in_both():

@@ -51,6 +51,9 @@ def test_archehr_report_in_chromium(browser, tmp_path):
     page.get_by_label("only disagreements with gold").uncheck()
     page.get_by_label("only cases with fallbacks").uncheck()
     assert shown() == 6
+    form = page.locator("h2:text-is('Questions') + table tbody tr").evaluate_all(
+        "rows => rows.map(r => Array.from(r.cells).map(c => c.innerText))")
+    assert form[0] == ["questions", "6"] and form[1][0] == "most common 4-word opening"  # the run's question form
     # the question stage's candidates: what it weighed, the pick first, behind a summary line
     for r in records:
         candidates = page.locator(f"#case-{r['case_id']} details.candidates")

@@ -102,3 +102,11 @@ BASELINES: dict[str, Callable[[str], str]] = {"first sentence": first_sentence,
 def opening(question: str, n: int = 4) -> str:
     """The first `n` words, lower case: how often one opening repeats measures collapse onto a template."""
     return " ".join(question.lower().split()[:n])
+
+
+_FIRST_PERSON = re.compile(r"\b(i|my|me|mine|i'm|i've)\b", re.IGNORECASE)
+
+
+def first_person(question: str) -> bool:
+    """The writer's own voice (I, my, me): a clinician question is about the patient, in the third person."""
+    return bool(_FIRST_PERSON.search(question))

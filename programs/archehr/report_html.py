@@ -4,9 +4,11 @@ selection and gold labels, the answer with citation links and grounding flags.""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from common.html import bar_chart, esc, filters, page, table
+from programs.archehr.question_text import first_person, opening
 from programs.archehr.report import describe_stages
 from programs.archehr.verdicts import flagged
 from tasks.archehr.data import Case, KeyCase
@@ -178,6 +180,28 @@ def _scores(scores: dict[str, Any] | None, cases: list[Case], key: dict[str, Key
     return out
 
 
+def _question_form(records: list[dict[str, Any]], max_words: int) -> str:
+    """The form of the run's clinician questions, no reference needed (the guards of a learned question stage: one
+    opening on more than 30% of the questions is a template; first person is the writer's voice, not a clinician's)."""
+    questions = [r["clinician_question"] for r in records if r.get("clinician_question")]
+    if not questions:
+        return ""
+    top, top_n = Counter(opening(q) for q in questions).most_common(1)[0]
+    fell_back = sum(1 for r in records if "question" in (r.get("fallbacks") or {}))
+    ranked = [r["question_candidates"] for r in records if isinstance(r.get("question_candidates"), list)
+              and r["question_candidates"] and r["question_candidates"][0].get("eligible")]
+    reranked = sum(1 for rows in ranked if rows[0].get("log_prob") != max(c.get("log_prob", -1e9) for c in rows))
+    n = len(questions)
+    rows = [("questions", n), ("most common 4-word opening", f"'{top}': {top_n} ({top_n / n:.0%})"),
+            ("in the first person (I, my, me)", sum(first_person(q) for q in questions)),
+            (f"over {max_words} words", sum(len(q.split()) > max_words for q in questions)),
+            ("without a final '?'", sum(not q.rstrip().endswith("?") for q in questions)),
+            ("the stage's fallback answered", fell_back)]
+    if ranked:
+        rows.append(("the rerank picked another than the most probable candidate", f"{reranked} of {len(ranked)}"))
+    return "<h2>Questions</h2>" + table(["form of the clinician questions", ""], rows)
+
+
 def render(cfg: Any, cases: list[Case], key: dict[str, KeyCase] | None, records: list[dict[str, Any]],
            usage: dict[str, Any], scores: dict[str, Any] | None) -> str:
     by_id = {r["case_id"]: r for r in records}
@@ -200,7 +224,9 @@ def render(cfg: Any, cases: list[Case], key: dict[str, KeyCase] | None, records:
     options = [("fallbacks", "only cases with fallbacks"), ("unsupported", "only cases with unsupported sentences")]
     if key is not None:
         options.insert(0, ("errors", "only disagreements with gold"))
+    max_words = int((cfg.program.get("question") or {}).get("max_words") or 15)
     body = (f"<h1>clinprog run: {esc(cfg.program.name)}</h1>{summary}<h2>Scores</h2>{_scores(scores, cases, key)}"
+            f"{_question_form(records, max_words)}"
             f"<h2>Usage per stage</h2>{charts}"
             + table(["stage", "LM calls", "input tokens", "output tokens", "seconds"],
                     [(k, v["lm_calls"], v["input_tokens"], v["output_tokens"], v["seconds"]) for k, v in stages.items()])
