@@ -268,6 +268,7 @@ def test_the_run_page_sums_up_the_form_of_the_runs_questions():
     assert form["without a final &#x27;?&#x27;"] == "1" and form["the stage&#x27;s fallback answered"] == "1"
     assert form["the rerank picked another than the most probable candidate"] == "1 of 2"
     assert _question_form([{"clinician_question": ""}], 15) == ""  # nothing to sum up
+    assert "<td>none repeats</td>" in _question_form(records[2:4], 15)
 
 
 def test_an_opening_the_training_references_overuse_in_either_register_is_penalised_in_both():

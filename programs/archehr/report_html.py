@@ -192,7 +192,8 @@ def _question_form(records: list[dict[str, Any]], max_words: int) -> str:
               and r["question_candidates"] and r["question_candidates"][0].get("eligible")]
     reranked = sum(1 for rows in ranked if rows[0].get("log_prob") != max(c.get("log_prob", -1e9) for c in rows))
     n = len(questions)
-    rows = [("questions", n), ("most common 4-word opening", f"'{top}': {top_n} ({top_n / n:.0%})"),
+    common = f"'{top}': {top_n} ({top_n / n:.0%})" if top_n > 1 else "none repeats"
+    rows = [("questions", n), ("most common 4-word opening", common),
             ("in the first person (I, my, me)", sum(first_person(q) for q in questions)),
             (f"over {max_words} words", sum(len(q.split()) > max_words for q in questions)),
             ("without a final '?'", sum(not q.rstrip().endswith("?") for q in questions)),
