@@ -269,6 +269,8 @@ def test_the_run_page_sums_up_the_form_of_the_runs_questions():
     assert form["the rerank picked another than the most probable candidate"] == "1 of 2"
     assert _question_form([{"clinician_question": ""}], 15) == ""  # nothing to sum up
     assert "<td>none repeats</td>" in _question_form(records[2:4], 15)
+    odd = [{"clinician_question": 7}, {"clinician_question": "Why?", "question_candidates": [{"eligible": True}, "x"]}]
+    assert "<td>questions</td><td>1</td>" in _question_form(odd, 15)  # a hand-edited file: no traceback
 
 
 def test_an_opening_the_training_references_overuse_in_either_register_is_penalised_in_both():

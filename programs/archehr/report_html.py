@@ -183,14 +183,19 @@ def _scores(scores: dict[str, Any] | None, cases: list[Case], key: dict[str, Key
 def _question_form(records: list[dict[str, Any]], max_words: int) -> str:
     """The form of the run's clinician questions, no reference needed (the guards of a learned question stage: one
     opening on more than 30% of the questions is a template; first person is the writer's voice, not a clinician's)."""
-    questions = [r["clinician_question"] for r in records if r.get("clinician_question")]
+    questions = [q for r in records if isinstance(q := r.get("clinician_question"), str) and q]
     if not questions:
         return ""
     top, top_n = Counter(opening(q) for q in questions).most_common(1)[0]
     fell_back = sum(1 for r in records if "question" in (r.get("fallbacks") or {}))
-    ranked = [r["question_candidates"] for r in records if isinstance(r.get("question_candidates"), list)
-              and r["question_candidates"] and r["question_candidates"][0].get("eligible")]
-    reranked = sum(1 for rows in ranked if rows[0].get("log_prob") != max(c.get("log_prob", -1e9) for c in rows))
+    ranked = reranked = 0  # records whose pick (first) is a candidate; of them, picked over a more probable one
+    for rows in (r.get("question_candidates") for r in records):
+        pick = rows[0] if isinstance(rows, list) and rows and isinstance(rows[0], dict) else {}
+        if not pick.get("eligible") or not isinstance(pick.get("log_prob"), (int, float)):
+            continue  # the stage fell back, or a hand-edited file's odd entry: not counted, not a traceback
+        ranked += 1
+        reranked += any(isinstance(c, dict) and isinstance(c.get("log_prob"), (int, float))
+                        and c["log_prob"] > pick["log_prob"] for c in rows)
     n = len(questions)
     common = f"'{top}': {top_n} ({top_n / n:.0%})" if top_n > 1 else "none repeats"
     rows = [("questions", n), ("most common 4-word opening", common),
@@ -199,7 +204,7 @@ def _question_form(records: list[dict[str, Any]], max_words: int) -> str:
             ("without a final '?'", sum(not q.rstrip().endswith("?") for q in questions)),
             ("the stage's fallback answered", fell_back)]
     if ranked:
-        rows.append(("the rerank picked another than the most probable candidate", f"{reranked} of {len(ranked)}"))
+        rows.append(("the rerank picked another than the most probable candidate", f"{reranked} of {ranked}"))
     return "<h2>Questions</h2>" + table(["form of the clinician questions", ""], rows)
 
 
