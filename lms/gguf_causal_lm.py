@@ -59,15 +59,13 @@ def _assembled(package: str) -> Path:
 
 @functools.lru_cache(maxsize=8)
 def _architecture(path: str, size: int, mtime: float) -> str:
-    import gguf
+    from lms.factory import LMConfigError
+    from lms.gguf_merge import read_gguf
 
     try:
-        field = gguf.GGUFReader(path).fields["general.architecture"]
-        return str(field.contents())
-    except (OSError, ValueError, KeyError, IndexError) as exc:
-        from lms.factory import LMConfigError
-
-        raise LMConfigError(f"{Path(path).name} is not a readable GGUF model ({type(exc).__name__})") from None
+        return read_gguf(Path(path))[1]
+    except ValueError as exc:  # the base's other errors are LMConfigErrors: one line, as they are
+        raise LMConfigError(str(exc)) from None
 
 
 def gguf_architecture(path: Path) -> str:

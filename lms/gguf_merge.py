@@ -44,14 +44,20 @@ def _field_value(field: Any) -> Any:
     return field.contents()
 
 
-def merge_into_gguf(base: Path, tensors: dict[str, tuple[np.ndarray, np.ndarray]], scale: float, out: Path) -> Path:
+def read_gguf(path: Path) -> tuple[Any, str]:
+    """(reader, `general.architecture`) of a GGUF file; a ValueError naming the file when it is not a readable
+    model (the merge and the question stage's chat format read it the same way)."""
     import gguf
 
     try:
-        reader = gguf.GGUFReader(str(base))
-        arch = _field_value(reader.fields["general.architecture"])
+        reader = gguf.GGUFReader(str(path))
+        return reader, str(_field_value(reader.fields["general.architecture"]))
     except (OSError, ValueError, KeyError, IndexError) as exc:
-        raise ValueError(f"{base.name} is not a readable GGUF model ({type(exc).__name__})") from None
+        raise ValueError(f"{path.name} is not a readable GGUF model ({type(exc).__name__})") from None
+
+
+def merge_into_gguf(base: Path, tensors: dict[str, tuple[np.ndarray, np.ndarray]], scale: float, out: Path) -> Path:
+    reader, arch = read_gguf(base)
     if arch not in _ARCHITECTURES:
         raise ValueError(f"{base}: merging an adapter needs a {' or '.join(_ARCHITECTURES)} GGUF, not {arch!r}")
     n_head = int(_field_value(reader.fields[f"{arch}.attention.head_count"]))

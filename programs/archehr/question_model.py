@@ -315,23 +315,21 @@ class FinetunedQuestionInterpreter(dspy.Module):
         then the rest: what the run page shows beside the question (`pick` takes the first)."""
         stems = content_stems(message)
         prior = opening_penalties(self.adapter.fit.get("opening_prior") or {})
-        rows = []
+        scored: list[tuple[float, dict[str, Any]]] = []  # (unrounded score: the order, the row shown)
         for q, s, whole in candidates:
             cov, share = coverage(q, stems), float(prior.get(opening(q), 0.0))
             total = s + self.coverage_weight * cov - self.opening_weight * share
             excluded = ("empty" if not q else "control tokens" if has_control_tokens(q)
                         else "no word of the message" if cov <= 0 else None)
-            rows.append({"question": q, "log_prob": round(s, 4), "coverage": round(cov, 4),
-                         "opening_share": round(share, 4), "score": round(total, 4), "whole": bool(whole),
-                         "eligible": excluded is None, "excluded": excluded, "_score": total})
-        if any(r["eligible"] and r["whole"] for r in rows):  # a question cut at max_words only when every one is
-            for r in rows:
+            scored.append((total, {"question": q, "log_prob": round(s, 4), "coverage": round(cov, 4),
+                                   "opening_share": round(share, 4), "score": round(total, 4), "whole": bool(whole),
+                                   "eligible": excluded is None, "excluded": excluded}))
+        if any(r["eligible"] and r["whole"] for _, r in scored):  # a question cut at max_words only when every one is
+            for _, r in scored:
                 if r["eligible"] and not r["whole"]:
                     r["eligible"], r["excluded"] = False, f"cut at {self.max_words} words"
-        rows.sort(key=lambda r: (not r["eligible"], -r["_score"]))  # stable: ties keep the candidates' order
-        for r in rows:
-            del r["_score"]
-        return rows
+        scored.sort(key=lambda x: (not x[1]["eligible"], -x[0]))  # stable: ties keep the candidates' order
+        return [r for _, r in scored]
 
     def forward(self, patient_narrative: str, patient_question: str = "") -> dspy.Prediction:
         narrative = patient_narrative or ""

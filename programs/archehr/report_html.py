@@ -113,15 +113,14 @@ def _candidates(record: dict[str, Any]) -> str:
     rows = record.get("question_candidates")
     if not isinstance(rows, list) or not rows:
         return ""
-    body = []
-    for n, row in enumerate(r for r in rows if isinstance(r, dict)):
-        picked = n == 0 and row.get("eligible") and row.get("question") == record.get("clinician_question")
-        status = "picked" if picked else ("" if row.get("eligible") else f"excluded: {row.get('excluded')}")
-        body.append([row.get("question"), row.get("score"), row.get("log_prob"), row.get("coverage"),
-                     row.get("opening_share"), status])
-    fell_back = not any(row[-1] == "picked" for row in body)
+    rows = [r for r in rows if isinstance(r, dict)]
+    # the stage's pick is its first row, when eligible and what the record holds (else the stage fell back)
+    picked = bool(rows) and bool(rows[0].get("eligible")) and rows[0].get("question") == record.get("clinician_question")
+    body = [[row.get("question"), row.get("score"), row.get("log_prob"), row.get("coverage"), row.get("opening_share"),
+             "picked" if picked and n == 0 else ("" if row.get("eligible") else f"excluded: {row.get('excluded')}")]
+            for n, row in enumerate(rows)]
     summary = f"{len(body)} candidate question{'s' if len(body) != 1 else ''} the stage weighed" + (
-        "; none picked: the question above is the message's own first question sentence" if fell_back else "")
+        "" if picked else "; none picked: the question above is the message's own first question sentence")
     return (f'<details class="candidates"><summary>{esc(summary)}</summary>'
             '<div class="scroll">' + table(["candidate", "score", "log-prob", "coverage", "opening share", ""], body,
                     "score = mean token log-prob + coverage_weight x coverage (share of its content words the message "
