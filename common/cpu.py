@@ -8,9 +8,12 @@ free now: the cores this process may use, less the threads running elsewhere on 
 (`procs_running` in /proc/stat, the kernel's count of runnable threads). Alone it uses every core; beside busy work
 it uses what is left, at least one.
 
-Results do not depend on the thread count (llama.cpp computes each output element on one thread; torch's products
-were measured equal bit for bit on 1 and 2 threads; tests/test_predictable.py checks both), so this choice changes
-speed only, never a question, a vector or a score.
+Results do not depend on the thread count, so this choice changes speed only, never a question, a vector or a score:
+llama.cpp computes each output element on one thread; torch does not promise that (a product split over threads adds
+partial sums in a split-dependent order: on an AVX-512 Xeon the embedder's vectors on 1 and 2 threads differed), so
+the torch steps run every product on one thread and give the step's threads whole batches instead
+(`single_thread_products`, `threads_for_step`). tests/test_predictable.py checks both under every CPU kernel set
+(torch's ATEN_CPU_CAPABILITY, MKL's and oneDNN's instruction caps) the machine supports.
 """
 
 from __future__ import annotations
@@ -110,6 +113,20 @@ def omp_limit() -> int:
     usable cores: the most threads torch may use."""
     raw, cores = os.environ.get("OMP_NUM_THREADS", "").strip(), usable_cores()
     return max(1, min(int(raw), cores)) if raw.isascii() and raw.isdigit() and int(raw) > 0 else cores
+
+
+def threads_for_step(setting: int | str = "auto") -> int:
+    """Workers for the next torch step: `setting` when it is a number, else the free cores now (at most `omp_limit()`)."""
+    return int(setting) if setting != "auto" else min(omp_limit(), threads_now("auto"))
+
+
+def single_thread_products() -> None:
+    """Run torch's products on one intra-op thread from the calling thread on (OpenMP's count is per thread, so a pool
+    thread calls this itself): each product's summation order is then the same whatever the step's thread count."""
+    import torch
+
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
 
 
 def torch_threads(setting: int | str = "auto") -> int:

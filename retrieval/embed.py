@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
-from common.cpu import threads_setting, torch_threads
+from common.cpu import single_thread_products, threads_for_step, threads_setting
 from common.packaged import resolve_model_path
 from retrieval.passage import RetrievalError
 
@@ -87,38 +88,58 @@ class Embedder:
         return int(self.truncate_dim or get_dim())
 
     def _vectors(self, model: Any, texts: list[str], show_progress: bool = False) -> np.ndarray:
-        """Unit vectors of `texts`, each a function of its text alone (batch-invariant).
+        """Unit vectors of `texts`, each a function of its text alone (batch- and thread-count-invariant).
 
         sentence-transformers pads a batch to its longest text, so a text's vector changed (by ~1e-7) with the
         texts it was batched with, and through the cache with what the process embedded before: a threshold could
         then flip between runs. Here every text is padded to its own length bucket (its token count rounded up to
         `_BUCKET`) and batched only with texts of the same bucket: at a fixed padded length each row's result does
         not depend on the other rows (measured: alone, in batches of 7 or 70, with other companions: equal bit for
-        bit; torch on 1 or 2 threads: equal too). Cheaper than the library's own batching here (0.50 vs 0.69 s for
-        120 note sentences), since the buckets pad less than a batch's longest text."""
+        bit). Cheaper than the library's own batching here (0.50 vs 0.69 s for 120 note sentences), since the
+        buckets pad less than a batch's longest text.
+
+        Threads: every matrix product runs on ONE torch thread. A product split over several threads adds its
+        partial sums in an order that depends on the split: on an AVX-512 Xeon the vectors on 1 and 2 threads
+        differed (on AVX2 machines they happened to agree), and `threads: auto` picks the count by the machine's
+        load, so a vector would depend on what else ran. The threads this step may use (`threads`, common/cpu.py)
+        take whole batches instead, each batch on one thread: the same kernels and order whatever the count."""
         import torch
 
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        torch_threads(self.threads)  # results do not depend on it (measured), speed beside other work does
+        workers = threads_for_step(self.threads)
+        single_thread_products()
         lengths = model.preprocess(texts)["attention_mask"].sum(dim=1).tolist()
         limit = int(model.max_seq_length or max(lengths))
         buckets: dict[int, list[int]] = {}
         for i, n in enumerate(lengths):
             buckets.setdefault(min(limit, -(-int(n) // _BUCKET) * _BUCKET), []).append(i)
-        out = np.zeros((len(texts), 0), dtype=np.float32)
-        batches = [(width, rows[j:j + self.batch_size]) for width, rows in sorted(buckets.items())
-                   for j in range(0, len(rows), self.batch_size)]
-        for width, rows in tqdm(batches, disable=not show_progress, desc="embedding"):
-            features = model.preprocess([texts[i] for i in rows],
-                                        processing_kwargs={"text": {"padding": "max_length", "max_length": width}})
+        # batches of at most batch_size, and at least `workers` of them when there are enough texts to share
+        size = max(1, min(self.batch_size, -(-len(texts) // workers)))
+        batches = [(width, rows[j:j + size]) for width, rows in sorted(buckets.items())
+                   for j in range(0, len(rows), size)]
+
+        # tokenized here, in one thread: a fast tokenizer whose padding is set per call is not safe to share
+        inputs = [model.preprocess([texts[i] for i in rows],
+                                   processing_kwargs={"text": {"padding": "max_length", "max_length": width}})
+                  for width, rows in batches]
+
+        def embed(features: dict) -> np.ndarray:
+            single_thread_products()  # OpenMP's thread count is per calling thread: a pool thread starts at the default
             with torch.inference_mode():
                 vecs = model.forward(features)["sentence_embedding"]
             if self.truncate_dim:
                 vecs = vecs[:, : self.truncate_dim]
-            vecs = torch.nn.functional.normalize(vecs.float(), dim=1).numpy()
-            if out.shape[1] == 0:
-                out = np.zeros((len(texts), vecs.shape[1]), dtype=np.float32)
+            return torch.nn.functional.normalize(vecs.float(), dim=1).numpy()
+
+        if workers > 1 and len(batches) > 1:
+            with ThreadPoolExecutor(max_workers=min(workers, len(batches))) as pool:  # torch releases the GIL
+                results = list(tqdm(pool.map(embed, inputs), total=len(batches), disable=not show_progress,
+                                    desc="embedding"))
+        else:
+            results = [embed(b) for b in tqdm(inputs, disable=not show_progress, desc="embedding")]
+        out = np.zeros((len(texts), results[0].shape[1]), dtype=np.float32)
+        for (_, rows), vecs in zip(batches, results, strict=True):
             out[rows] = vecs
         return out
 

@@ -17,11 +17,12 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
-from common.cpu import torch_threads
+from common.cpu import single_thread_products, threads_for_step
 
 SCALAR_FEATURES = ("mean_match", "min_match", "new_share", "new_tokens", "weak_tokens_0.5", "weak_tokens_0.7",
                    "order_inversions", "dropped_in_span", "dropped_share", "answer_tokens", "substitution_match",
@@ -77,8 +78,9 @@ class TokenAligner:
         import torch
 
         tokenizer, encoder = self._parts()
-        torch_threads(self.threads)
-        batch = tokenizer(text, return_tensors="pt", truncation=True, max_length=256)
+        single_thread_products()  # one thread per product: the vectors do not depend on the thread count
+        with self._lock:  # a fast tokenizer whose truncation is set per call is not safe to share between threads
+            batch = tokenizer(text, return_tensors="pt", truncation=True, max_length=256)
         with torch.inference_mode():
             hidden = encoder(**batch).last_hidden_state[0].numpy()[1:-1]
         ids = batch["input_ids"][0].numpy()[1:-1]
@@ -93,7 +95,13 @@ class TokenAligner:
         inputs = self.input_embeddings()
         dim = inputs.shape[1]
         a_ids, a_vec = self.tokens(answer)
-        parts = [self.tokens(t) for t in premise if t.strip()]
+        texts = [t for t in premise if t.strip()]
+        workers = min(threads_for_step(self.threads), len(texts))
+        if workers > 1:  # the step's threads take whole texts (each text's products on one thread)
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                parts = list(pool.map(self.tokens, texts))
+        else:
+            parts = [self.tokens(t) for t in texts]
         if not len(a_ids) or not parts:
             return np.zeros(len(SCALAR_FEATURES) + dim)
         p_ids = np.concatenate([p[0] for p in parts])
