@@ -116,6 +116,12 @@ class ProgramContract(ABC, Generic[Item]):
         return page(f"clinprog {self.name} run", f"<h1>clinprog run: {esc(self.name)}</h1><h2>Scores</h2>"
                     f"{json_block(scores)}<h2>Usage</h2>{json_block(usage)}<h2>Records</h2>{json_block(records)}")
 
+    def write_readable(self, cfg: DictConfig, inputs: Inputs[Item], records: list[dict[str, Any]],
+                       out: Path) -> list[Path]:
+        """Files a person reads beside the official ones (answers.md; the numbered notes a run of plain rows used);
+        the default writes none."""
+        return []
+
     def fingerprint_extra(self, cfg: DictConfig) -> dict[str, Any]:
         """Besides the program config, LM and input files: anything else the predictions depend on."""
         return {}

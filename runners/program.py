@@ -116,6 +116,7 @@ def check_data_limit(cfg: DictConfig, contract: ProgramContract) -> None:
 def finish(cfg: DictConfig, contract: ProgramContract, inputs: Inputs, records: list[dict[str, Any]]) -> Any:
     out = output_dir()
     contract.write_submission(records, out)
+    contract.write_readable(cfg, inputs, records, out)   # answers.md (+ the numbered notes of plain rows)
     usage = contract.usage(records)
     write_json(out / "usage.json", usage)
     scores = contract.score(cfg, inputs, records) if records else None

@@ -1,4 +1,4 @@
-"""`task=report dir=RUN`: rebuild report.html (and report.md) of a finished run from its files, without rerunning."""
+"""`task=report dir=RUN`: rebuild report.html (and report.md, answers.md) of a finished run from its files, without rerunning."""
 
 from __future__ import annotations
 
@@ -29,4 +29,5 @@ def report(cfg: DictConfig) -> None:
     scores = json.loads((run / "scores.json").read_text()) if (run / "scores.json").is_file() else None
     write_text(run / "report.md", contract.report(saved, usage, scores))
     write_text(run / "report.html", contract.report_html(saved, inputs, records, usage, scores))
+    contract.write_readable(saved, inputs, records, run)
     print(f"report: {run / 'report.html'} ({len(records)} {contract.unit}s)")

@@ -17,13 +17,17 @@ from common.contract import Inputs, ProgramContract
 from common.coverage import coverage, foreign
 from common.errors import ClinprogError, ConfigError
 from common.note_text import split_note
+from common.outputs import write_text
+from common.plain_rows import is_plain
 from common.resources import Resources
 from common.usage import repairs_summary
 from programs.archehr import objectives as objectives_module
+from programs.archehr.fitted_on import caveat
 from programs.archehr.pipeline import ROLES
 from programs.archehr.record import ArchEHRRecord, record_of
 from programs.archehr.report import print_scores, report_markdown, usage_summary
 from programs.archehr.stages import STAGE_PROTOCOLS, missing_members, uses_lm
+from tasks.archehr.case_xml import cases_xml
 from tasks.archehr.data import (
     ArchEHRDataError,
     Case,
@@ -35,6 +39,7 @@ from tasks.archehr.data import (
     load_question_pairs,
     resolve_key,
 )
+from tasks.archehr.plain_cases import load_plain_cases
 from tasks.archehr.scoring import (
     MetricsConfig,
     SubmissionError,
@@ -66,7 +71,12 @@ class ArchEHRContract(ProgramContract[Case]):
         cases_path = paths
         if split != "run" and str(cases_path).endswith(".jsonl"):
             return self._load_files([str(cases_path)], cfg.data.get(key_field), key_field)
-        cases = load_cases(cases_path)
+        plain = None
+        if split == "run" and is_plain(cases_path):  # notes.jsonl | notes.csv: plain rows, split here
+            plain = load_plain_cases(cases_path, cfg.data.get("plain") or {})
+            cases = plain.cases
+        else:
+            cases = load_cases(cases_path)
         key_path = resolve_key(cases_path, cfg.data.get(key_field))
         key = None
         if key_path is not None:
@@ -83,7 +93,7 @@ class ArchEHRContract(ProgramContract[Case]):
         if demos.get("path"):  # the LM question stage's few-shot demos
             files["question_demos"] = str(demos.path)
         return Inputs(cases, references={"key": key, "key_path": str(key_path) if key_path else None,
-                                         "registers": {}}, files=files)
+                                         "registers": {}, "cut": plain.cut if plain else None}, files=files)
 
     @staticmethod
     def _load_files(paths: list[str], key_setting: Any, key_field: str) -> Inputs[Case]:
@@ -131,6 +141,12 @@ class ArchEHRContract(ProgramContract[Case]):
         wrong = [f"{name} is not a {'string' if kind is str else 'list'}" for name, kind in kinds.items()
                  if not isinstance(record[name], kind)]
         return ", ".join(wrong) or None
+
+    def fingerprint_extra(self, cfg: DictConfig) -> dict[str, Any]:
+        """Plain rows: how long a sentence may be before it is cut changes the numbered sentences (not the file)."""
+        if not is_plain(cfg.data.cases):
+            return {}
+        return {"plain": {"max_sentence_chars": (cfg.data.get("plain") or {}).get("max_sentence_chars")}}
 
     # --- the program --------------------------------------------------------------------------------------------
     def stage_nodes(self, cfg: DictConfig) -> dict[str, DictConfig]:
@@ -203,6 +219,22 @@ class ArchEHRContract(ProgramContract[Case]):
     # --- outputs ------------------------------------------------------------------------------------------------
     def write_submission(self, records: list[dict[str, Any]], out: Path) -> list[Path]:
         return list(write_submissions(records, out).values())
+
+    def write_readable(self, cfg: DictConfig, inputs: Inputs[Case], records: list[dict[str, Any]],
+                       out: Path) -> list[Path]:
+        """answers.md; a run of plain rows also writes the numbered notes it used (numbered_cases.xml)."""
+        from programs.archehr.answers_md import render
+
+        cut = inputs.references.get("cut")
+        grounding = chosen_name(cfg, "program/archehr/grounding", cfg.program.get("grounding") or {})
+        written = [out / "answers.md"]
+        write_text(written[0], render(cfg.program.name, str(cfg.data.cases), inputs.items, records, cut or {},
+                                      grounding))
+        if cut is not None:
+            max_chars = int((cfg.data.get("plain") or {}).get("max_sentence_chars"))
+            written.append(out / "numbered_cases.xml")
+            write_text(written[1], cases_xml(inputs.items, cut, str(cfg.data.cases), max_chars))
+        return written
 
     def _metrics_config(self, cfg: DictConfig) -> MetricsConfig:
         return MetricsConfig(bertscore=bertscore_config(cfg.metrics.get("bertscore")))
@@ -293,6 +325,9 @@ class ArchEHRContract(ProgramContract[Case]):
         scores["bertscore_model"] = {"model_type": bs.model_type, "num_layers": bs.num_layers,
                                      "rescaled": bs.rescale_with_baseline, "official": bs.official} if bs else None
         scores["key"] = inputs.references.get("key_path")
+        said = caveat(inputs.files.get("cases", ""), cfg.paths.data) if cfg.program.get("compiled") else None
+        if said:  # a bundled file the shipped state was tuned on: the printed scores say so
+            scores["caveat"] = said
         vals = [s["overall_score"] for s in scores.values()
                 if isinstance(s, dict) and s.get("overall_score") is not None]
         scores["objective"] = sum(vals) / len(vals) if vals else None  # the mean of the subtask overall scores

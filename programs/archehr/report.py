@@ -142,3 +142,5 @@ def print_scores(scores: dict[str, Any]) -> None:
             print(f"  unavailable here: {', '.join(s['overall_missing'])} (overall averages the rest)")
         for note in s.get("notes") or []:  # where clinprog and the official script part (tasks/archehr/scoring.py)
             print(f"  note: {note}")
+    if scores.get("caveat"):  # the bundled cases the shipped state was tuned on (programs/archehr/fitted_on.py)
+        print(f"note: {scores['caveat']}")

@@ -14,6 +14,7 @@ from common.contract import Inputs, ProgramContract
 from common.coverage import coverage, describe, foreign
 from common.errors import ClinprogError
 from common.note_text import split_note
+from common.outputs import write_text
 from common.report_text import counts
 from common.resources import Resources
 from common.usage import repairs_summary
@@ -21,6 +22,8 @@ from lms.describe import lm_model
 from programs.mediqa_corr import objectives as objectives_module
 from programs.mediqa_corr.pipeline import ROLES
 from tasks.mediqa_corr.data import MediqaDataError, Note, load_notes
+from tasks.mediqa_corr.notes_csv import notes_csv
+from tasks.mediqa_corr.plain_notes import is_plain_notes, load_plain_notes
 from tasks.mediqa_corr.scoring import CorrMetricsConfig, score
 from tasks.mediqa_corr.submission import Correction, parse_line, read_submission, write_submission
 from tasks.text_metrics import bertscore_config
@@ -58,9 +61,13 @@ class MediqaCorrContract(ProgramContract[Note]):
 
     def load(self, cfg: DictConfig, split: str = "run") -> Inputs[Note]:
         path_field, limit_field = SPLITS[split]
-        notes = load_notes(cfg.data[path_field], cfg.data.get(limit_field))
+        path = cfg.data[path_field]
+        if is_plain_notes(path):  # notes.jsonl | notes.csv | a folder of .txt: free text, numbered here
+            plain = load_plain_notes(path, cfg.data.get("plain") or {}, cfg.data.get(limit_field))
+            return Inputs(plain.notes, references={"labelled": False, "cut": plain.cut}, files=plain.files)
+        notes = load_notes(path, cfg.data.get(limit_field))
         labelled = all(n.has_labels for n in notes)
-        return Inputs(notes, references={"labelled": labelled}, files={"notes": str(cfg.data[path_field])})
+        return Inputs(notes, references={"labelled": labelled}, files={"notes": str(path)})
 
     def item_id(self, item: Note) -> str:
         return item.text_id
@@ -79,9 +86,12 @@ class MediqaCorrContract(ProgramContract[Note]):
         return program
 
     def fingerprint_extra(self, cfg: DictConfig) -> dict[str, Any]:
+        # plain notes: how long a sentence may be before it is cut changes the numbered sentences (not the file)
+        plain = {"plain": {"max_sentence_chars": (cfg.data.get("plain") or {}).get("max_sentence_chars")}} \
+            if is_plain_notes(cfg.data.path) else {}
         if not cfg.program.search.enabled:
-            return {}
-        return {"retrieval": {"retriever": OmegaConf.to_container(cfg.retriever, resolve=True),
+            return plain
+        return {**plain, "retrieval": {"retriever": OmegaConf.to_container(cfg.retriever, resolve=True),
                               "embedder": OmegaConf.to_container(cfg.embedder, resolve=True),
                               "reranker": OmegaConf.to_container(cfg.reranker, resolve=True)}}
 
@@ -106,6 +116,19 @@ class MediqaCorrContract(ProgramContract[Note]):
 
     def write_submission(self, records: list[dict[str, Any]], out: Path) -> list[Path]:
         return [write_submission(self.corrections(records), out / "submission.txt")]
+
+    def write_readable(self, cfg: DictConfig, inputs: Inputs[Note], records: list[dict[str, Any]],
+                       out: Path) -> list[Path]:
+        """answers.md; a run of plain notes also writes the numbered notes it used (numbered_notes.csv)."""
+        from programs.mediqa_corr.answers_md import render
+
+        cut = inputs.references.get("cut")
+        written = [out / "answers.md"]
+        write_text(written[0], render(str(cfg.data.path), inputs.items, records, cut or {}))
+        if cut is not None:
+            written.append(out / "numbered_notes.csv")
+            write_text(written[1], notes_csv(inputs.items))
+        return written
 
     @staticmethod
     def as_scored(records: list[dict[str, Any]]) -> dict[str, Correction]:

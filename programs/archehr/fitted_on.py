@@ -1,0 +1,42 @@
+"""Which bundled case files the shipped learned state (data/archehr/compiled_program.json) was fitted or chosen on
+(conf/experiment/compile_question.yaml, compile_heads.yaml, compile_verifier.yaml). Scores on them say how well the
+program fits what it was tuned on, not how it does on unseen notes: the printed scores say so in one line."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+# the file's name under paths.data/archehr -> what the shipped state did with it
+FITTED = {
+    "bundled_cases.xml": "3 easy fictional cases, the validation cases the learned heads were chosen on "
+                         "(experiment=compile_heads)",
+    "dev_cases.xml": "training cases of the learned question stage and heads (experiment=compile_question, "
+                     "compile_heads)",
+    "realistic_cases_a.xml": "training cases of the learned heads and the verifier (experiment=compile_heads, "
+                             "compile_verifier)",
+    "realistic_cases_b.xml": "training cases of the learned heads and the verifier (experiment=compile_heads, "
+                             "compile_verifier)",
+}
+UNSEEN = "python benchmarks/archehr_no_lm_cv.py"   # every case scored by heads fitted on the other folds
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def caveat(cases: str | Path, data_dir: str | Path) -> str | None:
+    """One line when `cases` holds the same bytes as a bundled file the shipped state was fitted or chosen on, else
+    None (a copy under another name is the same cases)."""
+    path = Path(str(cases))
+    if not path.is_file():
+        return None
+    digest = None
+    for name, use in FITTED.items():
+        bundled = Path(str(data_dir)) / "archehr" / name
+        if bundled.is_file() and bundled.stat().st_size == path.stat().st_size:
+            digest = digest or _sha256(path)
+            if digest == _sha256(bundled):
+                return (f"{name}: {use}, so these scores are not a measure of unseen notes (held-out folds: "
+                        f"{UNSEEN})")
+    return None

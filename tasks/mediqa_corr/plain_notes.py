@@ -1,0 +1,86 @@
+"""MEDIQA-CORR notes from plain inputs (`data.path=`): a JSON lines or CSV table with `id` and `note` (free text),
+or a folder of `.txt` files (one note each, the file name without `.txt` as its id). Each note is split into sentences
+numbered from 0, as MEDEC numbers them, by the splitter the page uses (common/note_text.split_note); a sentence over
+`max_sentence_chars` is cut by length and the notes say which. A CSV with MEDEC's `Text ID` column is MEDEC's own
+format (tasks/mediqa_corr/data.py) and is not read here."""
+
+from __future__ import annotations
+
+import csv
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from common.logs import printable
+from common.note_text import numbered_note
+from common.plain_rows import PlainInputError, Row, Table, is_plain, limit, read_folder, read_rows
+from tasks.mediqa_corr.data import Note
+
+KNOB = "data.plain"
+OFFICIAL_ID = re.compile(r"[a-z0-9\-]+")   # the text id of the official scorer's line pattern (submission.LINE)
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PlainNotes:
+    notes: list[Note]
+    cut: dict[str, list[list[str]]]   # text id -> per sentence cut by length, the ids of its pieces
+    files: dict[str, str]             # name -> path of every file read (the run's fingerprint hashes them)
+
+
+def is_medec(path: str | Path) -> bool:
+    """A CSV whose header names MEDEC's `Text ID` column."""
+    with Path(path).open(newline="", encoding="utf-8-sig", errors="replace") as fh:
+        header = next(csv.reader(fh), [])
+    return "Text ID" in [c.strip() for c in header]
+
+
+def is_plain_notes(path: str | Path) -> bool:
+    """`data.path` names plain notes: a folder, a .jsonl, or a .csv that is not MEDEC's."""
+    path = Path(str(path))
+    if path.is_dir():
+        return True
+    if not is_plain(path) or not path.is_file():
+        return False
+    return path.suffix.lower() == ".jsonl" or not is_medec(path)
+
+
+def load_plain_notes(path: str | Path, settings: Mapping[str, Any], limit_notes: int | None = None) -> PlainNotes:
+    """The notes of `path` (checked before any model loads; `settings` is `data.plain`), the first `limit_notes`."""
+    max_sentences, knob = limit(settings, "max_sentences", f"{KNOB}.max_sentences")
+    max_chars = limit(settings, "max_sentence_chars", f"{KNOB}.max_sentence_chars")[0]
+    table = Table(required=("id", "note"), max_chars={"id": (200, "the id limit"),
+                                                      "note": limit(settings, "max_note_chars", f"{KNOB}.max_note_chars")})
+    path = Path(str(path))
+    rows = read_folder(path, table, "note") if path.is_dir() else read_rows(path, table)
+    notes, cut = [], {}
+    for row in rows[:limit_notes] if limit_notes else rows:
+        note, groups = _note(row, max_chars, max_sentences, knob)
+        if groups:
+            cut[note.text_id] = groups
+            log.warning("%s: %s over %s.max_sentence_chars=%d characters with no sentence end the splitter knows, "
+                        "cut by length into sentences %s (numbered_notes.csv and answers.md say so)",
+                        printable(row.where, limit=None), "a sentence" if len(groups) == 1 else f"{len(groups)} sentences",
+                        KNOB, max_chars, "; ".join(f"{g[0]}-{g[-1]}" for g in groups))
+        notes.append(note)
+    odd = [n.text_id for n in notes if not OFFICIAL_ID.fullmatch(n.text_id)]
+    if odd:
+        log.warning("%s: ids such as %s are outside the official scorer's pattern [a-z0-9-]+: it would skip their "
+                    "submission.txt lines (clinprog's files and answers.md hold them as given)", path,
+                    printable(odd[0], limit=60))
+    files = {f"notes/{Path(r.file).name}": r.file for r in rows} if path.is_dir() else {"notes": str(path)}
+    return PlainNotes(notes, cut, files)
+
+
+def _note(row: Row, max_chars: int, max_sentences: int, knob: str) -> tuple[Note, list[list[str]]]:
+    text_id, text = row.values["id"], row.values["note"]
+    if any(c.isspace() for c in text_id):  # a submission line is "<id> <flag> <sentence id> <correction>"
+        raise PlainInputError(f"{row.where}: the id has a space, which a submission line cannot hold")
+    texts, groups = numbered_note(text, max_chars)
+    if len(texts) > max_sentences:
+        raise PlainInputError(f"{row.where}: field 'note' splits into {len(texts):,} sentences, over {knob}={max_sentences}")
+    sentences = tuple((str(n), t) for n, t in enumerate(texts))
+    return Note(text_id, text, sentences), [[sentences[i][0] for i in g] for g in groups]
