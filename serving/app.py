@@ -47,7 +47,7 @@ import dspy
 from dspy.utils.exceptions import LMError
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from omegaconf import DictConfig
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -56,11 +56,19 @@ from common.contract import ProgramContract
 from common.errors import ClinprogError
 from common.logs import printable
 from common.settings import ServeSettings, serve_settings
+from common.unicode_text import unicode_problem
 from lms.errors import lm_failure
 from serving.page import page
 
 log = logging.getLogger("clinprog.serve")
 DRAIN_FACTOR = 8   # an oversized body is read (and dropped) up to this many limits, so its client reads the 413
+# A body still arriving this long after its request's head counts as one of serve.max_body_readers: one that arrives
+# at once (almost every request) never takes a slot, so 60 small requests at the same moment are not turned away
+# (28 of 60 were 503 when each took a slot while its body was on its way); clients that send slowly are still capped.
+BODY_GRACE_S = 0.25
+FAVICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" '
+           'fill="#24324a"/><path d="M7 3h2v4h4v2H9v4H7V9H3V7h4z" fill="#fff"/></svg>')
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 
 class LMFailed(Exception):
@@ -69,6 +77,14 @@ class LMFailed(Exception):
 
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def internal(exc: BaseException) -> JSONResponse:
+    """A request's unexpected exception (a bug): logged with its traceback on clinprog.serve (not uvicorn's logger,
+    so it is not counted among the connection errors of /health) and answered as a 500 error object that names only
+    its type (its message may quote the request)."""
+    log.error("unexpected %s while answering a request", type(exc).__name__, exc_info=exc)
+    return error(500, f"internal error ({type(exc).__name__}): the server's log has the traceback")
 
 
 class Job:
@@ -212,6 +228,35 @@ def install_log_filters() -> OncePerKind:
     return counter
 
 
+def bearer(header: bytes) -> bytes | None:
+    """The credentials of an `Authorization: Bearer <token>` header; None for another scheme. The scheme is matched
+    case-insensitively (RFC 7235: `bearer` and `BEARER` are the same scheme)."""
+    scheme, _, credentials = header.strip().partition(b" ")
+    return credentials.strip() if scheme.lower() == b"bearer" else None
+
+
+def host_name(header: bytes) -> str:
+    """The host of a `Host` header without its port, lower-case (`[::1]:8080` -> `[::1]`, `LocalHost.:80` ->
+    `localhost`)."""
+    value = header.decode("latin-1").strip().lower()
+    if value.startswith("["):
+        return value.split("]", 1)[0] + "]"
+    return value.rpartition(":")[0].rstrip(".") if ":" in value else value.rstrip(".")
+
+
+def loopback_only(host: str, token: str | None) -> frozenset[str] | None:
+    """The Host names a server bound to a loopback address without a token answers (a DNS-rebinding guard: a web
+    page whose name is made to resolve to 127.0.0.1 would otherwise use the server from the visitor's browser, its
+    Host header naming the page's site); None when there is nothing to guard (a token is required, or the server
+    listens beyond this machine, where anyone who reaches it can use it anyway: set a token)."""
+    if token is not None:
+        return None
+    name = host.strip().lower()
+    if name in LOOPBACK_HOSTS or name.startswith("127."):
+        return LOOPBACK_HOSTS | {name}
+    return None
+
+
 class Readers:
     """How many requests are sending their bodies right now (the event loop's thread alone counts)."""
 
@@ -220,39 +265,43 @@ class Readers:
 
 
 class BodyGuard:
-    """Before FastAPI reads a `/v1/` request: the bearer token, how many bodies are being read at once, the body's
-    time to arrive and its size (counted as the bytes arrive, so a chunked body is limited too), its encoding (UTF-8)
-    and its JSON (nesting depth, number lengths): 401, 503, 408, 413, 422."""
+    """Before FastAPI reads a request: the Host of a token-less loopback server (every path), then for `/v1/` the
+    bearer token, how many bodies are still being sent at once, the body's time to arrive and its size (counted as
+    the bytes arrive, so a chunked body is limited too), its encoding (UTF-8) and its JSON (nesting depth, number
+    lengths, lone surrogates): 403, 401, 503, 408, 413, 422."""
 
     def __init__(self, app: ASGIApp, token: str | None, max_bytes: int, readers: Readers | None = None,
-                 read_timeout_s: float = 10.0, max_items: int | None = None) -> None:
+                 read_timeout_s: float = 10.0, max_items: int | None = None,
+                 hosts: frozenset[str] | None = None) -> None:
         self.app, self.token, self.max_bytes = app, token, max_bytes
         self.readers = readers or Readers(32)
         self.read_timeout_s = read_timeout_s
         self.max_items = max_items
+        self.hosts = hosts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = dict(scope["headers"])
-        if self.token is not None and not hmac.compare_digest(headers.get(b"authorization", b""),
-                                                              f"Bearer {self.token}".encode()):
+        if self.hosts is not None and b"host" in headers and host_name(headers[b"host"]) not in self.hosts:
+            named = printable(headers[b"host"].decode("latin-1"), limit=80)
+            await error(403, f"Host {named!r} is not this server's name: a server on a loopback address without a "
+                             "token answers only requests to 127.0.0.1, localhost or [::1] (a guard against DNS "
+                             "rebinding; set a token to serve under other names)")(scope, receive, send)
+            return
+        if not scope["path"].startswith("/v1/"):
+            await self.app(scope, receive, send)
+            return
+        if self.token is not None and not hmac.compare_digest(bearer(headers.get(b"authorization", b"")) or b"",
+                                                              self.token.encode()):
             await error(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})(scope, receive, send)
             return
         length = headers.get(b"content-length", b"").decode("latin-1")
         if length.isdigit() and int(length) > self.max_bytes:
             await self.too_large(f"{length} bytes")(scope, receive, send)
             return
-        if self.readers.active >= self.readers.limit:
-            await error(503, f"busy: {self.readers.limit} requests are still sending their bodies "
-                             "(serve.max_body_readers)", {"Retry-After": "1", "Connection": "close"})(scope, receive, send)
-            return
-        self.readers.active += 1
-        try:
-            body = await self.read(scope, receive, send)
-        finally:
-            self.readers.active -= 1
+        body = await self.read(scope, receive, send)
         if body is None:
             return
         # decoding 2 MB of JSON is work: in a thread, so the event loop (and /health) goes on meanwhile
@@ -263,14 +312,33 @@ class BodyGuard:
         await self.app(scope, self.replay(body, receive), send)
 
     async def read(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
-        """The whole body, or None once the refusal is sent (or the client left)."""
+        """The whole body, or None once the refusal is sent (or the client left). A body still arriving after
+        BODY_GRACE_S takes one of `serve.max_body_readers` slots until it is read, or is refused (503) when none is
+        free."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.read_timeout_s
+        graced = min(loop.time() + BODY_GRACE_S, deadline)
+        counted = False
         body = bytearray()
         more = True
         try:
             while more:
-                message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
+                if not counted:
+                    try:
+                        message = await asyncio.wait_for(receive(), max(0.0, graced - loop.time()))
+                    except TimeoutError:
+                        if loop.time() >= deadline:
+                            raise
+                        if self.readers.active >= self.readers.limit:
+                            await error(503, f"busy: {self.readers.limit} requests are still sending their bodies "
+                                             "(serve.max_body_readers)",
+                                        {"Retry-After": "1", "Connection": "close"})(scope, receive, send)
+                            return None
+                        self.readers.active += 1
+                        counted = True
+                        continue
+                else:
+                    message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
                 if message["type"] == "http.disconnect":
                     return None
                 body += message.get("body", b"")
@@ -283,6 +351,9 @@ class BodyGuard:
             await error(408, f"the request body did not arrive within serve.read_timeout_s={self.read_timeout_s:g} s "
                              f"({len(body)} bytes came)", {"Connection": "close"})(scope, receive, send)
             return None
+        finally:
+            if counted:
+                self.readers.active -= 1
         return bytes(body)
 
     def too_large(self, size: str) -> JSONResponse:
@@ -302,9 +373,9 @@ class BodyGuard:
 
     @staticmethod
     def undecodable(body: bytes, max_items: int | None = None) -> str | None:
-        """What makes `body` unreadable (not UTF-8, JSON nested too deeply, a number too long), or a list in it with
-        more than `max_items` items (`serve.max_sentences`): refused before FastAPI validates the items one by one
-        (76,000 sentences took 1.5 s of the event loop to be refused after that)."""
+        """What makes `body` unreadable (not UTF-8, JSON nested too deeply, a number too long, a lone surrogate in a
+        string), or a list in it with more than `max_items` items (`serve.max_sentences`): refused before FastAPI
+        validates the items one by one (76,000 sentences took 1.5 s of the event loop to be refused after that)."""
         if not body:
             return None
         try:
@@ -321,7 +392,10 @@ class BodyGuard:
             if "digits" in str(exc):
                 return "a number in the body's JSON has more digits than can be read: send it as a string"
             return f"the body's JSON cannot be read ({printable(str(exc), limit=120)})"
-        return too_many_items(value, max_items) if max_items is not None else None
+        too_many = too_many_items(value, max_items) if max_items is not None else None
+        # a "\ud800" escape decodes to a lone surrogate, which no tokenizer can encode: refused here, for every field
+        # of every program, rather than a 500 from deep inside a stage
+        return too_many or unicode_problem(value)
 
     @staticmethod
     def replay(body: bytes, receive: Receive) -> Receive:
@@ -371,7 +445,7 @@ def create_app(cfg: DictConfig, contract: ProgramContract, program: dspy.Module,
     app = FastAPI(title="clinprog", version="0.1.0", lifespan=lifespan,
                   description=f"program={contract.name}, lm={lm_name}: {__doc__.splitlines()[0]}")
     app.add_middleware(BodyGuard, token=token, max_bytes=s.max_request_bytes, readers=readers,
-                       read_timeout_s=s.read_timeout_s, max_items=s.max_sentences)
+                       read_timeout_s=s.read_timeout_s, max_items=s.max_sentences, hosts=loopback_only(s.host, token))
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -403,6 +477,8 @@ def create_app(cfg: DictConfig, contract: ProgramContract, program: dspy.Module,
             return error(422, str(exc))
         except LMFailed as exc:
             return error(502, str(exc))
+        except Exception as exc:  # noqa: BLE001 - a bug, not the client's: still the error object, never a traceback
+            return internal(exc)
 
     the_page = page(contract.name, lm_name, contract.serve_path(), token is not None,
                     {"max_request_bytes": s.max_request_bytes, "max_sentences": s.max_sentences, "timeout_s": s.timeout_s},
@@ -415,6 +491,11 @@ def create_app(cfg: DictConfig, contract: ProgramContract, program: dspy.Module,
                                                   "script-src 'unsafe-inline'; connect-src 'self'; img-src 'self'",
                                                "X-Content-Type-Options": "nosniff"})
 
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> Response:
+        # browsers ask for it on every page load: an icon, not a 404 in the console
+        return Response(FAVICON, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
+
     @app.get("/health")
     def health() -> dict[str, Any]:
         return {"status": "ok", "program": contract.name, "lm": lm_name,
@@ -426,6 +507,8 @@ def create_app(cfg: DictConfig, contract: ProgramContract, program: dspy.Module,
             item = await asyncio.to_thread(contract.serve_item, body)
         except ClinprogError as exc:
             return error(422, str(exc))
+        except Exception as exc:  # noqa: BLE001 - as in run(): the error object; the traceback in the server's log
+            return internal(exc)
         sentences = contract.serve_sentences(item)
         if sentences > s.max_sentences:
             return error(422, f"sentences: {sentences} is over serve.max_sentences={s.max_sentences}")

@@ -2,7 +2,8 @@
 that sends what a person pastes to the program's own JSON endpoint and shows the result.
 
 Everything the page shows from a request or a response is set as text (`textContent`), never as HTML, so a note
-holding `<script>` shows as those characters. Refusals are the API's own `{"error": ...}` lines with their HTTP
+holding `<script>` shows as those characters, and inside its own `<bdi>`, so right-to-left override characters in
+it cannot reorder the page's own words. Refusals are the API's own `{"error": ...}` lines with their HTTP
 status; the limits shown are the server's settings. With a token configured the page asks for it and sends it as
 the bearer token (kept in the page only, never in a URL or in storage).
 """
@@ -41,10 +42,18 @@ color:#7a1f1f}pre{white-space:pre-wrap;font-size:.85em}
 _JS = r"""
 const cfg = JSON.parse(document.getElementById('config').textContent);
 const $ = (id) => document.getElementById(id);
+// Every text child is set as text inside its own <bdi>: a note sentence, a question or an id holding U+202E (a
+// right-to-left override) or U+2067 cannot reorder the page's own words after it ("(essential)" shown as
+// "(laitnesse)", a citation's [3] as ]3[). So echoed text goes in as its own child, never pasted into a label.
+function text(value) {
+  const node = document.createElement('bdi');
+  node.textContent = String(value ?? '');
+  return node;
+}
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
-  for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(String(c ?? '')));
+  for (const c of children) node.append(c instanceof Node ? c : text(c));
   return node;
 }
 function status(text, cls) { const s = $('status'); s.className = cls || ''; s.textContent = text; }
@@ -66,7 +75,7 @@ async function run() {
     if (!response.ok || data.error) {
       status('');
       $('result').replaceChildren(el('div', {class: 'refusal', role: 'alert'},
-        `Refused (HTTP ${response.status}): ${data.error || JSON.stringify(data)}`));
+        `Refused (HTTP ${response.status}): `, data.error || JSON.stringify(data)));
       return;
     }
     status(`Done in ${data.seconds == null ? '?' : Number(data.seconds).toFixed(2)} s.`);
@@ -74,21 +83,21 @@ async function run() {
   } catch (e) {
     clearInterval(timer);
     status('');
-    $('result').replaceChildren(el('div', {class: 'refusal', role: 'alert'}, `Could not reach the server: ${e}`));
+    $('result').replaceChildren(el('div', {class: 'refusal', role: 'alert'}, 'Could not reach the server: ', e));
   } finally { button.disabled = false; }
 }
 function noteList(sentences, classOf) {
   const list = el('ol', {class: 'note'});
   for (const s of sentences) {
     const cls = classOf(s.id);
-    const item = el('li', {id: 's-' + s.id, class: cls, 'data-id': s.id}, el('span', {class: 'sid'}, `[${s.id}]`), s.text);
+    const item = el('li', {id: 's-' + s.id, class: cls, 'data-id': s.id}, el('span', {class: 'sid'}, '[', s.id, ']'), s.text);
     if (cls) item.append(el('span', {class: 'muted'}, ` (${cls})`));
     list.append(item);
   }
   return list;
 }
 function cite(id) {
-  const link = el('a', {class: 'cite', href: '#s-' + id}, `[${id}]`);
+  const link = el('a', {class: 'cite', href: '#s-' + id}, '[', id, ']');
   link.addEventListener('click', () => {
     document.querySelectorAll('li.target').forEach((n) => n.classList.remove('target'));
     const target = document.getElementById('s-' + id);
@@ -124,7 +133,9 @@ def page(program: str, lm_name: str, path: str, needs_token: bool, limits: dict[
         form, program_script = parts
         body, script = form + _controls(needs_token) + '<div id="result"></div>', _JS + program_script
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>clinprog: {esc(program)}</title>'
-            f'<meta name="viewport" content="width=device-width,initial-scale=1"><style>{_CSS}</style></head><body>'
+            f'<meta name="viewport" content="width=device-width,initial-scale=1">'
+            '<link rel="icon" href="/favicon.ico" type="image/svg+xml">'
+            f'<style>{_CSS}</style></head><body>'
             f'<header><h1>clinprog · program={esc(program)}</h1><p>lm={esc(lm_name)} · the JSON API: POST '
             f'{esc(path)} · <a style="color:#c9d3e3" href="/openapi.json">openapi.json</a> · {esc(limits_line)}</p>'
             f'</header><main>{body}</main>'

@@ -297,7 +297,7 @@ def test_serving_names_no_program():
 def slow_sender(server: Live, length: int = 100_000) -> socket.socket:
     """A connection that sends a request's headers (`Content-Length: length`) and one byte of its body, then holds."""
     sock = socket.create_connection(("127.0.0.1", int(server.url.rsplit(":", 1)[1])))
-    sock.sendall(b"POST /v1/slow/work HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    sock.sendall(b"POST /v1/slow/work HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                  b"Content-Length: %d\r\n\r\n{" % length)
     return sock
 
@@ -361,3 +361,90 @@ def test_a_token_in_the_query_string_is_not_written_to_the_access_log(live, capl
     assert lines and re.search(r"/v1/slow/work\?(token=\[redacted\]|REDACTED)&(api_key=\[redacted\]|REDACTED)"
                                r"&(\[redacted\]|REDACTED) ", lines[-1]), lines
     assert not [line for line in lines if "s3cr3t" in line or "k3y" in line], lines
+
+
+# --- issue #54 ---------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("content", "where"), [
+    (b'{"id": "why \\ud800 stopped?"}', "id: a lone surrogate U+D800 at character 4"),
+    (b'{"id": "n", "sentences": ["fine", "\\udfff"]}', "sentences.1: a lone surrogate U+DFFF at character 0"),
+    (b'{"id": "n", "extra": {"\\ud83d": 1}}', "extra: a key with a lone surrogate U+D83D"),
+])
+def test_a_lone_surrogate_in_any_field_is_a_422_before_the_program_sees_it(live, content, where):
+    """A `\\ud800` escape decodes to text no tokenizer can encode: it was a 500 with a traceback from inside a
+    stage, counted as a connection error in /health. Refused with the other undecodable bodies, for every program."""
+    server = live(max_request_bytes=10_000)
+    r = server.post(content=content, headers={"Content-Type": "application/json"})
+    assert r.status_code == 422 and r.json()["error"].startswith(where), r.text
+    assert server.health()["connection_errors"] == {} and server.program.started == []
+    assert server.post({"id": "why \U0001F600 stopped?"}).status_code == 200  # a pair (an emoji) is Unicode text
+
+
+class Broken(Slow):
+    """A program with a bug: its prediction raises what the issue's embedder raised."""
+
+    def predict(self, program, item: Job) -> dict[str, Any]:
+        raise TypeError("TextEncodeInput must be Union[TextInputSequence, Tuple[InputSequence, InputSequence]]")
+
+
+def test_a_bug_in_the_program_is_a_500_error_object_and_not_a_connection_error(live, caplog):
+    caplog.set_level(logging.ERROR)
+    server = live(contract=Broken())
+    r = server.post({"id": "x"})
+    assert r.status_code == 500 and r.json() == {"error": "internal error (TypeError): the server's log has the "
+                                                          "traceback"}
+    assert server.health()["connection_errors"] == {}
+    logged = [rec for rec in caplog.records if rec.name == "clinprog.serve" and rec.exc_info]
+    assert len(logged) == 1 and "unexpected TypeError" in logged[0].getMessage()
+
+
+def test_the_bearer_scheme_is_case_insensitive(live, monkeypatch):
+    monkeypatch.setenv("CLINPROG_TEST_SERVE_TOKEN", "t0k3n")
+    server = live(token_env="CLINPROG_TEST_SERVE_TOKEN")
+    for header in ("Bearer t0k3n", "bearer t0k3n", "BEARER  t0k3n"):  # RFC 7235: the scheme is case-insensitive
+        assert server.post({"id": "a"}, headers={"Authorization": header}).status_code == 200, header
+    for header in ("Basic t0k3n", "bearer t0k3", "bearer", "t0k3n", "Bearer T0K3N", ""):
+        assert server.post({"id": "a"}, headers={"Authorization": header}).status_code == 401, header
+
+
+def test_sixty_small_requests_at_once_are_all_answered(live):
+    """Each request took a body-reader slot while its body was on its way, so 60 small requests at once got 28 x 503
+    'requests are still sending their bodies' with no slow client; only a body still arriving after a moment counts."""
+    server = live(max_concurrency=4, max_queue=100, timeout_s=20, max_body_readers=4, max_connections=256)
+    start = threading.Barrier(60)
+
+    def one(i: int) -> int:
+        start.wait()
+        return server.post({"id": f"j{i}", "sentences": ["a small body"]}).status_code
+
+    with ThreadPoolExecutor(60) as pool:
+        statuses = Counter(pool.map(one, range(60)))
+    assert statuses == {200: 60}, statuses
+    assert server.idle()["reading_bodies"] == 0
+
+
+@pytest.mark.parametrize(("host", "status"), [
+    ("evil.example", 403), ("evil.example:{port}", 403), ("127.0.0.1.evil.example", 403),
+    ("127.0.0.1:{port}", 200), ("localhost:{port}", 200), ("LocalHost.:{port}", 200), ("[::1]:{port}", 200),
+])
+def test_a_token_less_loopback_server_answers_only_its_own_names(live, monkeypatch, host, status):
+    """DNS rebinding: a page whose name resolves to 127.0.0.1 would use a token-less server from a visitor's browser,
+    its requests naming the page's host. Every path is guarded (the page, /health, the API)."""
+    server = live()
+    port = server.url.rsplit(":", 1)[1]
+    named = {"Host": host.format(port=port)}
+    for r in (httpx.get(f"{server.url}/health", headers=named), httpx.get(f"{server.url}/", headers=named),
+              server.post({"id": "h"}, headers=named)):
+        assert r.status_code == status, (r.request.url, r.text)
+        if status == 403:
+            assert "DNS rebinding" in r.json()["error"]
+    assert server.program.started == ([] if status == 403 else ["h"])
+    monkeypatch.setenv("CLINPROG_TEST_SERVE_TOKEN", "t")  # with a token (e.g. behind a proxy) any name is served
+    guarded = live(token_env="CLINPROG_TEST_SERVE_TOKEN")
+    assert httpx.get(f"{guarded.url}/health", headers={"Host": "evil.example"}).status_code == 200
+
+
+def test_the_page_has_an_icon(live):
+    server = live()
+    icon = httpx.get(f"{server.url}/favicon.ico")
+    assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml" and icon.content.startswith(b"<svg")
+    assert '<link rel="icon" href="/favicon.ico"' in httpx.get(f"{server.url}/").text

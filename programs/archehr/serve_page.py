@@ -6,14 +6,27 @@ FORM = """<label for="message">Patient's message</label><textarea id="message" r
 <label for="note">Clinical note (pasted text: split into numbered sentences, one per line or at sentence ends)</label>
 <textarea id="note" rows="12"></textarea>
 <label for="xml">…or one ArchEHR case as XML (<code>&lt;annotations&gt;&lt;case&gt;</code>)</label>
-<input type="file" id="xml" accept=".xml,text/xml">"""
+<input type="file" id="xml" accept=".xml,text/xml"> <button id="clear-xml" type="button" hidden>Clear the file</button>
+<p id="source" class="muted" aria-live="polite"></p>"""
 
 SCRIPT = r"""
+// One source per request, as the API requires: while an XML file is chosen the text boxes are disabled (and say
+// so), and "Clear the file" gives them back; the file never silently wins over text typed after it.
 async function programBody() {
   const file = $('xml').files[0];
   if (file) return {xml: await file.text()};
   return {patient_narrative: $('message').value, note: $('note').value};
 }
+function syncSource() {
+  const file = $('xml').files[0];
+  for (const id of ['message', 'note']) $(id).disabled = Boolean(file);
+  $('clear-xml').hidden = !file;
+  $('source').replaceChildren(...(file ? ['The case is read from the file ', text(file.name),
+    ': the text boxes are not sent. Clear the file to type a case.'] : []));
+}
+$('xml').addEventListener('change', syncSource);
+$('clear-xml').addEventListener('click', () => { $('xml').value = ''; syncSource(); $('message').focus(); });
+syncSource();  // a file the browser kept across a reload
 function programRender(d) {
   const out = el('section', {class: 'result'});
   out.append(el('h2', {}, 'Clinician question'), el('p', {id: 'question'}, d.clinician_question));
@@ -22,7 +35,7 @@ function programRender(d) {
     const list = el('ol', {});
     for (const c of candidates) {
       const why = c.eligible ? '' : '; excluded: ' + c.excluded;
-      list.append(el('li', {}, `${c.question} (score ${Number(c.score).toFixed(2)}${why})`));
+      list.append(el('li', {}, c.question, ` (score ${Number(c.score).toFixed(2)}`, why, ')'));
     }
     const n = candidates.length;
     out.append(el('details', {class: 'candidates', id: 'candidates'},
@@ -46,11 +59,13 @@ function programRender(d) {
     if (v) {
       p.append(el('span', {class: 'verdict ' + (flagged ? 'flagged' : 'supported')}, v.verdict));
       if (v.refill) p.append(el('span', {class: 'muted'}, ' quoted from the note (refill)'));
-      if (flagged && (v.reasons || []).length) p.append(el('span', {class: 'muted'}, ' ' + v.reasons.join('; ')));
+      if (flagged && (v.reasons || []).length)  // a reason may quote the note: each one its own text
+        p.append(el('span', {class: 'muted'}, ' ', ...v.reasons.flatMap((r, i) => i ? ['; ', r] : [r])));
       const found = v.verifier || {};
       if (flagged && found.conflict_id) {
         const c = el('span', {class: 'conflict'}, 'conflicts with note sentence ');
-        c.append(cite(found.conflict_id), ` ${found.kind ? '(' + found.kind + ')' : ''}: “${found.conflict_text || ''}”`);
+        c.append(cite(found.conflict_id), text(found.kind ? ` (${found.kind})` : ''), text(': “'),
+          text(found.conflict_text || ''), text('”'));
         p.append(c);
       }
     }

@@ -31,6 +31,17 @@ class ArchEHRRequest(BaseModel):
     def one_form(self) -> ArchEHRRequest:
         if self.xml is None and not (self.patient_narrative or "").strip():
             raise ValueError("give patient_narrative (with sentences or note) or xml")
+        # one source per request (as note + sentences below): a case in `xml` beside fields of another case would
+        # answer one of them and silently drop the other
+        beside = [name for name, given in (("case_id", self.case_id != "request"),
+                                           ("patient_narrative", self.patient_narrative is not None),
+                                           ("patient_question", bool(self.patient_question)),
+                                           ("clinician_question", self.clinician_question is not None),
+                                           ("sentences", bool(self.sentences)), ("note", self.note is not None))
+                  if given]
+        if self.xml is not None and beside:
+            raise ValueError(f"give the case as xml or as fields, not both: xml holds the whole case, so "
+                             f"{', '.join(beside)} would be ignored")
         if self.note is not None and self.sentences:
             raise ValueError("give the note as sentences or as note text, not both")
         counts = Counter(s.id for s in self.sentences)  # linear: 76,000 ids are one pass, not 76,000 scans
