@@ -1,5 +1,7 @@
 """One base class for every error a user can fix: `main.py` prints it as one `error:` line (exit code 2)."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 E = TypeVar("E", bound=BaseException)
@@ -33,3 +35,24 @@ def wrapped(exc: BaseException, kind: type[E]) -> E | None:
             return seen
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+@contextmanager
+def through_instantiate() -> Iterator[None]:
+    """A `ClinprogError` raised while Hydra's `instantiate` builds an object is raised as itself.
+
+    `instantiate` wraps whatever a builder raises in `InstantiationException` (`raise ... from e`, once per nesting
+    level), so a builder's one-line refusal (`program.embedder.threads=0`) reached `main.py` as a Hydra traceback.
+    The chain is followed through `__cause__` only: an exception merely raised while handling ours is not ours.
+    Around the whole task (runners/dispatch.py), so no caller of `instantiate` needs its own wrapper."""
+    from hydra.errors import InstantiationException
+
+    try:
+        yield
+    except InstantiationException as exc:
+        cause: BaseException | None = exc
+        while isinstance(cause, InstantiationException):
+            cause = cause.__cause__
+        if isinstance(cause, ClinprogError):
+            raise cause from None
+        raise

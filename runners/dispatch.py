@@ -13,7 +13,7 @@ from hydra.utils import get_method
 from omegaconf import DictConfig
 from omegaconf.errors import InterpolationResolutionError
 
-from common.errors import ClinprogError, import_failure, wrapped
+from common.errors import ClinprogError, import_failure, through_instantiate, wrapped
 
 
 def record_choices(cfg: DictConfig) -> None:
@@ -54,7 +54,7 @@ def dispatch(cfg: DictConfig) -> float | None:
         from common.outputs import output_dir
         from common.tracking import tracked
 
-        with tracked(cfg, output_dir()):
+        with through_instantiate(), tracked(cfg, output_dir()):  # a builder's ConfigError: one line, not Hydra's
             return task(cfg)
     except (ClinprogError, InterpolationResolutionError) as caught:
         from common.logs import error_text
