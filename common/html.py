@@ -59,6 +59,14 @@ def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
+def echo(value: Any) -> str:
+    """`value` escaped and isolated (`<bdi>`) for an element's content: text that came from a run's inputs or records
+    (a note sentence, an id, a question) may hold right-to-left overrides (U+202E) or isolates (U+2067), which
+    would otherwise reorder the report's own text after it (a citation `[3]` shown as `]3[`, "(essential)" as
+    "(laitnesse)"). `esc` stays for attributes and for the report's own words."""
+    return f"<bdi>{esc(value)}</bdi>"
+
+
 def page(title: str, body: str, script: str = FILTER_JS) -> str:
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
             f'content="width=device-width, initial-scale=1"><title>{esc(title)}</title><style>{CSS}</style></head>'
@@ -77,7 +85,7 @@ def fmt(value: Any) -> str:
         return f"{value:.2f}"
     if value is None:
         return '<span class="muted">n/a</span>'
-    return esc(value)
+    return echo(value) if isinstance(value, str) else esc(value)  # a cell's text may come from the run's records
 
 
 def bar_chart(title: str, items: Sequence[tuple[str, float]], unit: str = "") -> str:

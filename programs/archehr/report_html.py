@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from common.html import bar_chart, esc, filters, page, table
+from common.html import bar_chart, echo, esc, filters, page, table
+from common.record_fields import entries, integer, mapping, number, seconds, text, texts
 from programs.archehr.question_text import first_person, opening
 from programs.archehr.report import describe_stages
 from programs.archehr.verdicts import flagged
@@ -17,13 +18,36 @@ from tasks.archehr.scoring import score_subtask2
 SHADE = {1: "#ffffff", 2: "#eef4fb", 3: "#d9e8f7", 4: "#b9d4f1", 5: "#92bdea"}
 
 
+def readable(record: dict[str, Any]) -> dict[str, Any]:
+    """The fields the report shows, typed (common/record_fields.py): a hand-edited predictions.jsonl's odd value
+    (`"seconds": "abc"`, a grounding entry without `text`, ids that are not a list) reads as missing, so
+    `task=report` still writes the page; everything else of the record is kept as it is."""
+    verdicts = [{**v, "answer_id": text(v.get("answer_id")) or "?", "text": text(v.get("text")) or "",
+                 "verdict": text(v.get("verdict")), "reasons": texts(v.get("reasons")),
+                 "support_ids": texts(v.get("support_ids")), "refill": v.get("refill") is True}
+                for v in entries(record.get("grounding"))]
+    return {**record, "case_id": text(record.get("case_id")) or "?",
+            "clinician_question": text(record.get("clinician_question")), "answer": text(record.get("answer")),
+            "selection": text(record.get("selection")), "seconds": number(record.get("seconds")),
+            "alignment_source": text(record.get("alignment_source")),
+            "evidence_ids": texts(record.get("evidence_ids")),
+            "scores": {str(k): n for k, v in mapping(record.get("scores")).items() if (n := integer(v)) is not None},
+            "fallbacks": {str(k): v for k, v in mapping(record.get("fallbacks")).items()},
+            # null (no grounding check) stays null; a list keeps its well-formed entries
+            "grounding": verdicts if isinstance(record.get("grounding"), list) else None,
+            "alignment": [{"answer_id": text(a.get("answer_id")) or "?", "evidence_id": texts(a.get("evidence_id"))}
+                          for a in entries(record.get("alignment"))],
+            "answer_sentences": [{"id": text(a.get("id")) or "?", "text": text(a.get("text")) or ""}
+                                 for a in entries(record.get("answer_sentences"))]}
+
+
 def _marked_narrative(case: Case) -> str:
-    text = esc(case.patient_narrative)
+    marked = esc(case.patient_narrative)
     for phrase in sorted(case.patient_question_phrases, key=len, reverse=True):
         quoted = esc(phrase)
-        if quoted and quoted in text:
-            text = text.replace(quoted, f'<mark title="patient question phrase">{quoted}</mark>', 1)
-    return text
+        if quoted and quoted in marked:
+            marked = marked.replace(quoted, f'<mark title="patient question phrase"><bdi>{quoted}</bdi></mark>', 1)
+    return f"<bdi>{marked}</bdi>"  # isolated like every echoed text (common/html.py echo)
 
 
 def _note(case: Case, record: dict[str, Any], key: KeyCase | None) -> str:
@@ -33,23 +57,23 @@ def _note(case: Case, record: dict[str, Any], key: KeyCase | None) -> str:
     for s in case.sentences:
         score = scores.get(s.id)
         chosen = s.id in selected
-        meta = [f"[{s.id}]", f"score {score}" if score is not None else "no score", "selected" if chosen else ""]
+        meta = [f"score {score}" if score is not None else "no score", "selected" if chosen else ""]
         gold_mark = ""
         if key is not None:
             label = key.relevance.get(s.id, "not-relevant")
             essential = label == "essential"
             mark = ("TP" if chosen and essential else "FP" if chosen else "FN" if essential else "")
             css = {"TP": "good", "FP": "bad", "FN": "bad"}.get(mark, "muted")
-            gold_mark = f'<span class="tag {css}" title="gold label">{esc(label)}{" · " + mark if mark else ""}</span>'
+            gold_mark = f'<span class="tag {css}" title="gold label">{echo(label)}{" · " + mark if mark else ""}</span>'
         rows.append(f'<div class="sent{" selected" if chosen else ""}" id="c{esc(case.case_id)}-s{esc(s.id)}" '
                     f'data-selected="{int(chosen)}" data-score="{esc(score)}" '
-                    f'style="background:{SHADE.get(score, "#ffffff")}"><span class="meta">{esc(" ".join(m for m in meta if m))}'
-                    f"</span>{gold_mark}{esc(s.text)}</div>")
+                    f'style="background:{SHADE.get(score, "#ffffff")}"><span class="meta">[{echo(s.id)}] '
+                    f'{esc(" ".join(m for m in meta if m))}</span>{gold_mark}{echo(s.text)}</div>')
     return '<div class="note">' + "".join(rows) + "</div>"
 
 
 def _cites(case: Case, ids: list[str]) -> str:
-    return "".join(f'<a class="cite" href="#c{esc(case.case_id)}-s{esc(i)}">[{esc(i)}]</a>' for i in ids)
+    return "".join(f'<a class="cite" href="#c{esc(case.case_id)}-s{esc(i)}">[{echo(i)}]</a>' for i in ids)
 
 
 def _quoted(text: str, note: dict[str, str]) -> list[str]:
@@ -59,12 +83,13 @@ def _quoted(text: str, note: dict[str, str]) -> list[str]:
 
 def _conflict(case: Case, verdict: dict[str, Any]) -> str:
     """The note sentence a flagged answer sentence conflicts with, quoted beside it (the learned verifier's)."""
-    found = verdict.get("verifier") or {}
-    if not found.get("conflict_id"):
+    found = mapping(verdict.get("verifier"))
+    conflict_id = text(found.get("conflict_id"))
+    if not conflict_id:
         return ""
-    kind = f" ({esc(found['kind'])})" if found.get("kind") else ""
-    return (f'<span class="conflict">conflicts with note sentence {_cites(case, [found["conflict_id"]])}{kind}: '
-            f'&ldquo;{esc(found.get("conflict_text") or "")}&rdquo;</span>')
+    kind = f" ({echo(found['kind'])})" if text(found.get("kind")) else ""
+    return (f'<span class="conflict">conflicts with note sentence {_cites(case, [conflict_id])}{kind}: '
+            f'&ldquo;{echo(text(found.get("conflict_text")) or "")}&rdquo;</span>')
 
 
 def _answer(case: Case, record: dict[str, Any]) -> str:
@@ -87,19 +112,20 @@ def _answer(case: Case, record: dict[str, Any]) -> str:
             ids = [quoted[t] for t in _quoted(a["text"], quoted)]
         cites = _cites(case, ids)
         if v and flagged(v):
-            parts.append(f'<p class="unsupported"><strong>{esc(v["verdict"])}:</strong> {esc(a["text"])}{cites} '
-                         f'<span class="muted">({esc("; ".join(v["reasons"]))})</span>{_conflict(case, v)}</p>')
+            parts.append(f'<p class="unsupported"><strong>{echo(v["verdict"] or "no verdict")}:</strong> '
+                         f'{echo(a["text"])}{cites} <span class="muted">({"; ".join(echo(r) for r in v["reasons"])})'
+                         f'</span>{_conflict(case, v)}</p>')
         else:
             label = '<span class="tag good">supported</span>' if v else ""
             if v and v.get("refill"):  # on_unsupported=refill: a quote of the note put in a dropped sentence's place
                 label += ' <span class="tag" title="on_unsupported=refill">quoted from the note (refill)</span>'
-            judge = (v or {}).get("judge") or {}
+            judge = mapping((v or {}).get("judge"))
             if judge.get("unavailable"):
-                label += f' <span class="muted">({esc(judge["unavailable"])})</span>'
-            parts.append(f"<p>{esc(a['text'])}{cites} {label}</p>")
+                label += f' <span class="muted">({echo(judge["unavailable"])})</span>'
+            parts.append(f"<p>{echo(a['text'])}{cites} {label}</p>")
     alignment = ""
     if not own and record.get("alignment"):
-        rows = "".join(f"<tr><td>{esc(a['answer_id'])}</td><td>{_cites(case, a['evidence_id']) or 'none'}</td></tr>"
+        rows = "".join(f"<tr><td>{echo(a['answer_id'])}</td><td>{_cites(case, a['evidence_id']) or 'none'}</td></tr>"
                        for a in record["alignment"])
         alignment = ("<h3>Alignment of the reference answer sentences (Subtask 4)</h3><table><thead><tr>"
                      "<th scope=col>answer sentence</th><th scope=col>cited note sentences</th></tr></thead>"
@@ -130,27 +156,27 @@ def _candidates(record: dict[str, Any]) -> str:
 
 
 def case_section(case: Case, record: dict[str, Any], key: KeyCase | None) -> str:
-    selected = set(record.get("evidence_ids") or [])
+    selected = set(record["evidence_ids"])
     errors = 0
     if key is not None:
         errors = len(selected ^ key.essential)
-    unsupported = sum(flagged(v) for v in record.get("grounding") or [])
-    fallbacks = record.get("fallbacks") or {}
+    unsupported = sum(flagged(v) for v in record["grounding"] or [])
+    fallbacks = record["fallbacks"]
     badges = [f'<span class="{"bad" if errors else "good"}">{errors} evidence disagreements with gold</span>'
               if key is not None else "",
-              f'<span class="warn">fallbacks: {esc(", ".join(fallbacks))}</span>' if fallbacks else "",
+              f'<span class="warn">fallbacks: {", ".join(echo(f) for f in fallbacks)}</span>' if fallbacks else "",
               f'<span class="bad">{unsupported} unsupported sentences</span>' if unsupported else "",
-              f'<span class="muted">{record.get("seconds", 0):.2f} s</span>']
-    gold_q = f"<p><strong>Reference question:</strong> {esc(case.clinician_question)}</p>" if case.clinician_question else ""
+              f'<span class="muted">{seconds(record["seconds"])}</span>']
+    gold_q = f"<p><strong>Reference question:</strong> {echo(case.clinician_question)}</p>" if case.clinician_question else ""
     return (f'<section class="case" id="case-{esc(case.case_id)}" data-errors="{int(errors > 0)}" '
             f'data-fallbacks="{int(bool(fallbacks))}" data-unsupported="{int(unsupported > 0)}">'
-            f'<h2>Case {esc(case.case_id)}</h2><div class="badges">{"".join(badges)}</div>'
+            f'<h2>Case {echo(case.case_id)}</h2><div class="badges">{"".join(badges)}</div>'
             f'<div class="grid"><div><h3>Patient narrative</h3><p>{_marked_narrative(case)}</p>'
-            f'<p><strong>Clinician question:</strong> {esc(record.get("clinician_question"))}</p>'
+            f'<p><strong>Clinician question:</strong> {echo(record["clinician_question"])}</p>'
             f"{_candidates(record)}{gold_q}"
             f"<h3>Answer</h3>{_answer(case, record)}</div>"
             f'<div><h3>Note (shaded by evidence score; selected sentences have a blue bar)</h3>'
-            f'<p class="muted">selection: {esc(record.get("selection"))}</p>{_note(case, record, key)}</div></div>'
+            f'<p class="muted">selection: {echo(record["selection"])}</p>{_note(case, record, key)}</div></div>'
             "</section>")
 
 
@@ -159,7 +185,7 @@ def _scores(scores: dict[str, Any] | None, cases: list[Case], key: dict[str, Key
         return "<p>No scores: these cases have no key and no reference questions.</p>"
     rows = []
     for st in ("subtask_1", "subtask_2", "subtask_3", "subtask_4"):
-        s = scores.get(st) or {}
+        s = mapping(scores.get(st))
         if "overall_score" in s:
             rows.append((st, s["overall_score"], ", ".join(f"{k} {v:.2f}" for k, v in s.items()
                                                          if isinstance(v, float) and k != "overall_score")))
@@ -209,23 +235,28 @@ def _question_form(records: list[dict[str, Any]], max_words: int) -> str:
 
 def render(cfg: Any, cases: list[Case], key: dict[str, KeyCase] | None, records: list[dict[str, Any]],
            usage: dict[str, Any], scores: dict[str, Any] | None) -> str:
+    records = [readable(r) for r in records]
     by_id = {r["case_id"]: r for r in records}
     shown = [c for c in cases if c.case_id in by_id]
-    stages = usage.get("stages") or {}
-    grounding = usage.get("grounding") or {}
-    repairs = (usage.get("repairs") or {}).get("stages") or {}
+    # usage.json is read as typed as the records: a stage entry that is not an object, a count that is not a number
+    stages = {str(k): {f: number(mapping(v).get(f)) or 0.0 for f in ("lm_calls", "input_tokens", "output_tokens",
+                                                                       "seconds")}
+              for k, v in mapping(usage.get("stages")).items()}
+    grounding = mapping(usage.get("grounding"))
+    repairs = mapping(mapping(usage.get("repairs")).get("stages"))
+    per_case = number(usage.get("lm_calls_per_case"))
     summary = (f"<p>program={esc(cfg.program.name)}; stages: {esc(describe_stages(cfg))}; "
-               f"{usage.get('cases', 0)} cases, {usage.get('seconds_per_case', 0):.2f} s and "
-               f"{usage.get('lm_calls_per_case', 0):.2f} LM calls per case; fallbacks: "
-               f"{esc(usage.get('fallbacks') or 'none')}; markup repairs: {esc(repairs or 'none')}; grounding: "
-               f"{grounding.get('unsupported', 0)} of {grounding.get('answer_sentences', 0)} answer sentences "
-               "unsupported</p>")
+               f"{esc(usage.get('cases', 0))} cases, {seconds(usage.get('seconds_per_case'))} and "
+               f"{'?' if per_case is None else f'{per_case:.2f}'} LM calls per case; fallbacks: "
+               f"{echo(usage.get('fallbacks') or 'none')}; markup repairs: {echo(repairs or 'none')}; grounding: "
+               f"{esc(grounding.get('unsupported', 0))} of {esc(grounding.get('answer_sentences', 0))} answer "
+               "sentences unsupported</p>")
     charts = (bar_chart("seconds per stage (all cases)", [(k, v["seconds"]) for k, v in stages.items()], " s")
               + bar_chart("LM calls per stage", [(k, float(v["lm_calls"])) for k, v in stages.items()])
               + bar_chart("tokens per stage (in + out)",
                           [(k, float(v["input_tokens"] + v["output_tokens"])) for k, v in stages.items()]))
     index = '<nav class="index" aria-label="case index">Cases: ' + " ".join(
-        f'<a href="#case-{esc(c.case_id)}">{esc(c.case_id)}</a>' for c in shown) + "</nav>"
+        f'<a href="#case-{esc(c.case_id)}">{echo(c.case_id)}</a>' for c in shown) + "</nav>"
     options = [("fallbacks", "only cases with fallbacks"), ("unsupported", "only cases with unsupported sentences")]
     if key is not None:
         options.insert(0, ("errors", "only disagreements with gold"))
@@ -234,7 +265,8 @@ def render(cfg: Any, cases: list[Case], key: dict[str, KeyCase] | None, records:
             f"{_question_form(records, max_words)}"
             f"<h2>Usage per stage</h2>{charts}"
             + table(["stage", "LM calls", "input tokens", "output tokens", "seconds"],
-                    [(k, v["lm_calls"], v["input_tokens"], v["output_tokens"], v["seconds"]) for k, v in stages.items()])
+                    [(k, int(v["lm_calls"]), int(v["input_tokens"]), int(v["output_tokens"]), v["seconds"])
+                     for k, v in stages.items()])
             + f"<h2>Cases</h2>{index}{filters(options)}"
             + "".join(case_section(c, by_id[c.case_id], (key or {}).get(c.case_id)) for c in shown))
     return page(f"clinprog {cfg.program.name} run", body)
