@@ -56,14 +56,16 @@ def dead_stage_key(key: str, cfg: DictConfig) -> str | None:
     node: Any = cfg.program.get(stage)
     group = f"program/{cfg.program.name}/{stage}"
     current = choice(cfg, group)
-    if not hasattr(node, "get") or not node.get("_target_") or name in node or current is None:
+    # a stage is a config group of its own; an option without parameters (program/archehr/grounding=none) composes
+    # to an empty node, which is still a stage lacking the key (it was "program.grounding has: " and an empty list)
+    if current is None or not (CONF / group).is_dir() or (hasattr(node, "get") and name in node):
         return None
     option_keys = _option_keys(group)
     having = [o for o, keys in option_keys.items() if name in keys]
     switch = (f"it belongs to {', '.join(having)}: add {group}={having[0]}" if having
               else f"no implementation of {stage} has it")
     return (f"{key}: not a parameter of the {stage} stage in use ({group}={current}, parameters: "
-            f"{', '.join(sorted(option_keys.get(current, set())))}); {switch}")
+            f"{', '.join(sorted(option_keys.get(current, set()))) or 'none'}); {switch}")
 
 
 def _close(word: str, choices: list[str]) -> str | None:

@@ -62,8 +62,24 @@ def process_identity(pid: int) -> dict[str, str] | None:
     except OSError:
         return None
     fields = stat.rsplit(")", 1)[-1].split()  # after the command name, which may hold spaces and parentheses
-    return {"start": fields[19] if len(fields) > 19 else "",
-            "command": command.replace(b"\0", b" ").decode("utf-8", "replace").strip()[:300]}
+    return {"start": fields[19] if len(fields) > 19 else "", "command": command_line(command)}
+
+
+def command_line(raw: bytes, limit: int = 300) -> str:
+    """/proc/<pid>/cmdline (NUL-separated arguments) as a shell line of whole arguments, quoted where needed, up to
+    about `limit` characters, then how many arguments were left out: a cut never ends mid-argument (a `run.lock`
+    whose command stopped at `data.cases=/data/ca` named a file that does not exist)."""
+    import shlex
+
+    args = [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
+    shown: list[str] = []
+    for arg in args:
+        part = shlex.quote(arg)
+        if shown and len(" ".join(shown)) + 1 + len(part) > limit:
+            break
+        shown.append(part)
+    rest = len(args) - len(shown)
+    return " ".join(shown) + (f" ... ({rest} more argument{'s' if rest != 1 else ''})" if rest else "")
 
 
 def _looks_like_clinprog(command: str) -> bool:

@@ -38,6 +38,12 @@ class LogisticFit(dspy.teleprompt.Teleprompter):
         self.metric, self.c = metric, c
         self.fit_reports: dict[str, Any] = {}
 
+    def preflight(self, program: dspy.Module, trainset: list[dspy.Example]) -> None:
+        """Each head's own check of the training data (as optimizer=fit's), before the compile scores validation."""
+        for module in learned_heads(program).values():
+            if callable(getattr(module, "preflight", None)):
+                module.preflight(trainset)
+
     def compile(self, student: dspy.Module, *, trainset: list[dspy.Example], valset: list | None = None,
                 **_: Any) -> dspy.Module:
         program = student.deepcopy()

@@ -62,8 +62,9 @@ def compile_program(cfg: DictConfig, contract: ProgramContract, program: dspy.Mo
     overlap = split_overlap(trainset, valset, contract.item_id, cfg.data.get("train"), cfg.data.get("val"))
     if overlap:
         print(overlap.message)
-    if callable(getattr(optimizer, "preflight", None)):
-        optimizer.preflight(program)  # what it needs (a base model to train) is checked before minutes of scoring
+    preflight = getattr(optimizer, "preflight", None)
+    if callable(preflight):  # what it needs (a base model, usable training data) is checked before minutes of scoring
+        preflight(program, **({"trainset": trainset} if "trainset" in inspect.signature(preflight).parameters else {}))
     before_state = snapshot(program, contract.item_id)
     try:
         before = evaluate(program, valset, metric)

@@ -43,6 +43,9 @@ REPLY_TOKENS = 96  # a verdict, a kind and a few quoted words
 MAX_QUOTE_CHARS = 120
 BOOTSTRAP = functools.partial(dspy.BootstrapFewShot, max_bootstrapped_demos=4, max_labeled_demos=4, max_rounds=1)
 
+NO_TRAINING_SENTENCES = ("the judge's training cases have no reference answer sentences with citations (data.train "
+                         "needs ArchEHR XML cases with a key; JSON lines of question pairs train the question stage)")
+
 
 class GroundingJudge(dspy.Module):
     def __init__(self, teleprompter: Callable[..., Any] | None = None, train_examples: int = 48,
@@ -77,6 +80,13 @@ class GroundingJudge(dspy.Module):
         return dspy.Prediction(verdict=verdict, kind=kind, conflicting_words=words)
 
     # --- compiling ------------------------------------------------------------------------------------------------
+    def preflight(self, trainset: Sequence[dspy.Example]) -> None:
+        """What fit needs of `trainset` (cited reference answer sentences), checked before the compile's scoring
+        (a JSON-lines file of question pairs has none: it trains the question stage)."""
+        if not any(cites for ex in trainset if getattr(ex, "key", None) is not None
+                   for _, _, cites in ex.key.answer_sentences):
+            raise ConfigError(NO_TRAINING_SENTENCES)
+
     def fit(self, trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example],
             log: Callable[[str], None] = print) -> dict[str, Any]:
         if dspy.settings.lm is None:
@@ -85,8 +95,7 @@ class GroundingJudge(dspy.Module):
         train = sentence_examples(trainset, self.seed, self.train_examples)
         val = sentence_examples(valset, self.seed + 1, self.val_examples, perturbed=False)
         if not train:
-            raise ConfigError("the judge's training cases have no reference answer sentences with citations "
-                              "(data.train needs cases with a key)")
+            raise ConfigError(NO_TRAINING_SENTENCES)
         log(f"LM judge: {len(train)} training sentences, {len(val)} validation sentences")
         before = judge_scores(self, val)
         takes = inspect.signature(self.teleprompter).parameters

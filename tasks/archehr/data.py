@@ -16,6 +16,7 @@ from pathlib import Path
 from common import json_input
 from common.errors import ClinprogError
 from common.logs import printable
+from common.unicode_text import require_unicode
 
 RELEVANCE_LABELS = ("essential", "supplementary", "not-relevant")
 log = logging.getLogger(__name__)
@@ -114,6 +115,8 @@ def _parse_case(elem: ET.Element, where: str) -> Case:
 
 def load_cases(path: str | Path) -> list[Case]:
     path = Path(path)
+    if path.is_dir():
+        raise ArchEHRDataError(f"{path}: a folder, not a cases file (name the XML file itself)")
     if not path.is_file():
         where = "" if path.is_absolute() else f" in {Path.cwd()}"  # the bundled cases' path starts at paths.root
         raise ArchEHRDataError(f"{path}: no such file{where} (set data.cases=...; the bundled cases are found from the "
@@ -244,6 +247,8 @@ def load_question_pairs(path: str | Path) -> list[Case]:
     MEDIQA-QS) as note-less cases: the question is the narrative, the summary the reference. Ids are prefixed with
     the file's stem, so two sets never share an id."""
     path = Path(path)
+    if path.is_dir():
+        raise ArchEHRDataError(f"{path}: a folder, not a file of question pairs (name the .jsonl file itself)")
     if not path.is_file():
         raise ArchEHRDataError(f"{path}: no such file")
     raw = path.read_bytes()
@@ -261,8 +266,11 @@ def load_question_pairs(path: str | Path) -> list[Case]:
             row = json_input.loads(line)
             qid, question, summary = str(row["id"]), str(row["question"]), str(row["summary"])
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise ArchEHRDataError(f"{path}:{n}: not a {{id, question, summary}} JSON line ({type(exc).__name__})") \
-                from None
+            # the one JSON-lines format of data.train / data.val: say so, for a compile of another part (the judge)
+            raise ArchEHRDataError(f"{path}:{n}: not a {{id, question, summary}} JSON line ({type(exc).__name__}); "
+                                   "JSON lines in data.train / data.val are question pairs, which train the question "
+                                   "stage only: the other learned parts train on ArchEHR XML cases with a key") from None
+        require_unicode((qid, question, summary), f"{path}:{n}")  # a "\ud800" escape: not text a tokenizer takes
         if qid in ids:
             raise ArchEHRDataError(f"{path}:{n}: id {qid[:40]!r} is on an earlier line too (ids must be unique)")
         ids.add(qid)

@@ -84,6 +84,12 @@ class LearnedEvidenceScorer(dspy.Module):
     def selection(self) -> dict[str, Any]:
         return _selection(self.scorer, self.overrides, "program.evidence")
 
+    def preflight(self, trainset: list[dspy.Example]) -> None:
+        """What fit needs of `trainset` (cases with a note and a key), checked before the compile's scoring."""
+        from programs.archehr.no_lm.fitting import training_cases
+
+        training_cases(trainset, "the learned evidence head")
+
     def fit(self, trainset: list[dspy.Example], valset: list[dspy.Example] | None = None, program: Any = None,
             c: float | None = None) -> dict[str, Any]:
         """Fit the scorer and its selection rule on the training cases (programs/archehr/no_lm/fitting.py), the
@@ -144,6 +150,12 @@ class LearnedAligner(dspy.Module):
 
     def selection(self) -> dict[str, Any]:
         return _selection(self.scorer, self.overrides, "program.alignment")
+
+    def preflight(self, trainset: list[dspy.Example]) -> None:
+        """What fit needs of `trainset` (cases with a note and a key), checked before the compile's scoring."""
+        from programs.archehr.no_lm.fitting import training_cases
+
+        training_cases(trainset, "the learned alignment head")
 
     def fit(self, trainset: list[dspy.Example], valset: list[dspy.Example] | None = None, program: Any = None,
             c: float | None = None) -> dict[str, Any]:

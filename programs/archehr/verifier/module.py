@@ -30,6 +30,9 @@ from programs.archehr.verifier.perturb import CONFLICT_KINDS, LABELS
 from programs.archehr.verifier.weights import VerifierWeights
 from tasks.archehr.data import NoteSentence
 
+NO_TRAINING_PAIRS = ("the verifier's training cases have no reference answer sentences with citations (data.train "
+                     "needs ArchEHR XML cases with a key)")
+
 
 class LearnedVerifier(dspy.Module):
     def __init__(self, embedder: Any, threshold: float | None = None, threads: int | str = "auto",
@@ -97,6 +100,11 @@ class LearnedVerifier(dspy.Module):
                  for pair in cited_answers(ex.case, ex.key)]
         return [cited for _, cited in found], [text for text, _ in found]
 
+    def preflight(self, trainset: Sequence[dspy.Example]) -> None:
+        """What fit needs of `trainset` (cases with a key), checked before the compile's scoring."""
+        if not any(getattr(ex, "key", None) is not None for ex in trainset):
+            raise ConfigError(NO_TRAINING_PAIRS)
+
     def fit(self, trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example],
             log: Callable[[str], None] = print) -> dict[str, Any]:
         """Fit the head on `trainset`'s pairs, choose the threshold on `valset`'s reference answers and check that
@@ -107,8 +115,7 @@ class LearnedVerifier(dspy.Module):
         started = time.time()
         pairs = self.training_pairs(trainset)
         if not pairs:
-            raise ConfigError("the verifier's training cases have no reference answer sentences with citations "
-                              "(data.train needs cases with a key)")
+            raise ConfigError(NO_TRAINING_PAIRS)
         log(f"verifier: {len(pairs)} training pairs from {len({p.case_id for p in pairs})} cases")
         x = np.array([self.aligner.features(p.hypothesis, p.premise) for p in pairs])
         y = np.array([p.label for p in pairs])
