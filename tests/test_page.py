@@ -7,13 +7,16 @@ $CLINPROG_SCREENSHOTS (else the test's tmp folder)."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from pathlib import Path
 
 import pytest
 
 from lms.local_server import free_port
 from tests.browser import NEEDS_CHROMIUM
+from tests.conftest import BUNDLED_CASES
 from tests.serve_helpers import Server
 
 pytestmark = [pytest.mark.integration, NEEDS_CHROMIUM]
@@ -147,3 +150,82 @@ def test_the_mediqa_page_numbers_a_pasted_note_and_shows_the_fallback_when_the_l
     assert page.locator("details summary").inner_text().startswith("Agent trace")
     page.screenshot(path=str(shots(tmp_path) / "page_mediqa_fallback.png"), full_page=True)
     assert errors == []
+
+
+# the x position of each visible character of an element's text, in reading order of the DOM: increasing for text
+# shown left to right, decreasing where a right-to-left override reversed it
+CHARACTER_XS = """el => {
+  const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+  const xs = [];
+  for (let n = walker.nextNode(); n; n = walker.nextNode())
+    for (let i = 0; i < n.length; i++) {
+      if (!n.data[i].trim() || n.data.charCodeAt(i) >= 0x2000) continue;
+      const r = document.createRange(); r.setStart(n, i); r.setEnd(n, i + 1);
+      xs.push(r.getBoundingClientRect().x);
+    }
+  return xs;
+}"""
+
+
+def left_to_right(locator) -> bool:
+    xs = locator.evaluate(CHARACTER_XS)
+    return len(xs) >= 2 and xs == sorted(xs)
+
+
+RLO, RLI = "\u202e", "\u2067"  # right-to-left override; right-to-left isolate (never closed)
+
+
+def test_right_to_left_overrides_in_pasted_text_do_not_flip_the_pages_own_words(browser, archehr, tmp_path):
+    """Issue #54 item 4: a note sentence holding U+202E showed the page's "(essential)" label as "(laitnesse)" and
+    reversed the citation links after it. Every echoed text is isolated in its own <bdi>."""
+    page, errors, _, _ = open_page(browser, archehr)
+    page.fill("#message", MESSAGE + RLO)
+    page.fill("#note", "\n".join(line + (RLO if n % 2 else RLI) for n, line in enumerate(NOTE.splitlines())))
+    page.click("#run")
+    page.wait_for_selector("#question", timeout=120_000)
+    labels = page.locator("ol.note li > span.muted")
+    assert labels.count() >= 1
+    for i in range(labels.count()):
+        assert labels.nth(i).inner_text().strip() in ("(essential)", "(supplementary)")
+        assert left_to_right(labels.nth(i)), labels.nth(i).inner_text()
+    ids = page.locator("ol.note li > span.sid")
+    assert all(left_to_right(ids.nth(i)) for i in range(1, ids.count()))  # "[2]" after sentence 1's override
+    cites = page.locator("#answer a.cite")
+    assert cites.count() >= 1 and all(left_to_right(cites.nth(i)) for i in range(cites.count()))
+    page.screenshot(path=str(shots(tmp_path) / "page_right_to_left.png"), full_page=True)
+    assert errors == []
+
+
+def one_case_xml() -> str:
+    text = BUNDLED_CASES.read_text(encoding="utf-8")
+    case = re.search(r"<case\b.*?</case>", text, re.S)
+    assert case is not None
+    return f"<annotations>{case.group(0)}</annotations>"
+
+
+def test_an_xml_file_is_one_source_and_can_be_cleared_for_the_text_boxes(browser, archehr, tmp_path):
+    """Issue #54 item 5: after one upload, a message and note typed in were ignored and the file's case answered
+    again. While a file is chosen the boxes are disabled and say why; "Clear the file" gives them back."""
+    page, errors, _, _ = open_page(browser, archehr)
+    sent: list[dict] = []
+    page.on("request", lambda r: sent.append(json.loads(r.post_data)) if r.method == "POST" else None)
+    assert page.is_hidden("#clear-xml") and page.is_enabled("#note")
+    page.set_input_files("#xml", {"name": "one_case.xml", "mimeType": "text/xml", "buffer": one_case_xml().encode()})
+    assert page.is_disabled("#message") and page.is_disabled("#note") and page.is_visible("#clear-xml")
+    assert "one_case.xml" in page.inner_text("#source") and "not sent" in page.inner_text("#source")
+    page.click("#run")
+    page.wait_for_selector("#question", timeout=120_000)
+    assert list(sent[-1]) == ["xml"]
+    page.screenshot(path=str(shots(tmp_path) / "page_xml_chosen.png"), full_page=True)
+    page.click("#clear-xml")
+    assert page.is_enabled("#message") and page.is_enabled("#note") and page.inner_text("#source") == ""
+    page.fill("#message", "Why was my aspirin stopped before the surgery?")
+    page.fill("#note", "Aspirin 81 mg was held for 7 days before the operation.\nShe tolerated the procedure well.")
+    page.click("#run")
+    page.wait_for_function("() => (document.querySelector('ol.note li') || {innerText: ''}).innerText"
+                           ".includes('Aspirin 81 mg')", timeout=120_000)
+    assert set(sent[-1]) == {"patient_narrative", "note"} and "aspirin" in sent[-1]["patient_narrative"]
+    assert page.locator("ol.note li").count() == 2
+    page.screenshot(path=str(shots(tmp_path) / "page_xml_cleared.png"), full_page=True)
+    assert errors == []
+

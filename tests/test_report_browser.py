@@ -102,3 +102,43 @@ def test_mediqa_report_in_chromium(browser, tmp_path, dummy_lm):
     assert page.locator("section.case:visible").count() == 1
     page.screenshot(path=str(tmp_path / "mediqa.png"))
     assert errors == [] and all(url.startswith("file://") for url in requests)
+
+
+def test_right_to_left_overrides_in_a_run_do_not_flip_the_reports_own_text(browser, tmp_path):
+    """Issue #54 item 4: in report.html the citation links after a sentence holding U+202E showed reversed, so the id a
+    reader saw was not the id the link pointed to. Every echoed text is isolated (<bdi>)."""
+    from common.config_groups import compose_config
+    from programs.archehr.report_html import render
+    from tasks.archehr.data import Case, NoteSentence
+
+    rlo, rli = "\u202e", "\u2067"
+    sentences = tuple(NoteSentence(str(i), f"Sentence {i} of the note{rlo if i % 2 else rli}") for i in range(1, 5))
+    case = Case("c1" + rlo, "Why was it held?" + rlo, sentences=sentences)
+    answer = [{"id": "1", "text": "Lisinopril was held" + rlo}, {"id": "2", "text": "It was restarted" + rli}]
+    record = {"case_id": case.case_id, "clinician_question": "Why was it held?" + rlo, "evidence_ids": ["12", "3"],
+              "answer": "x", "alignment_source": "generated", "answer_sentences": answer, "seconds": 1.0,
+              "alignment": [{"answer_id": "1", "evidence_id": ["12", "3"]}, {"answer_id": "2", "evidence_id": ["4"]}],
+              "grounding": [{"answer_id": "1", "text": "", "verdict": "contradicted", "reasons": ["r" + rlo]}],
+              "fallbacks": {}, "scores": {"1": 5, "2": 1, "3": 5, "4": 4}}
+    path = tmp_path / "report.html"
+    path.write_text(render(compose_config("program=archehr"), [case], None, [record], {}, None), encoding="utf-8")
+    page, errors, _ = open_page(browser, path)
+    xs = """el => { const t = el.textContent; const out = [];
+      const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+      for (let n = walker.nextNode(); n; n = walker.nextNode())
+        for (let i = 0; i < n.length; i++) {
+          if (!n.data[i].trim() || n.data.charCodeAt(i) >= 0x2000) continue;
+          const r = document.createRange(); r.setStart(n, i); r.setEnd(n, i + 1); out.push(r.getBoundingClientRect().x);
+        }
+      return out; }"""
+    cites = page.locator("a.cite")
+    assert cites.count() == 3
+    for i in range(cites.count()):
+        positions = cites.nth(i).evaluate(xs)
+        assert positions == sorted(positions), cites.nth(i).inner_text()  # "[12]" reads [12], not ]21[
+    metas = page.locator(".sent .meta")
+    for i in range(metas.count()):
+        positions = metas.nth(i).evaluate(xs)
+        assert positions == sorted(positions), metas.nth(i).inner_text()
+    page.screenshot(path=str(tmp_path / "archehr_right_to_left.png"), full_page=True)
+    assert errors == []

@@ -130,3 +130,21 @@ def test_chunked_oversized_non_utf8_and_deep_bodies_are_refused_as_documented(ar
     for content, message in ((b'{"patient_narrative": "\xff"}', "not UTF-8"), (b"[" * 100_000, "nested too deeply")):
         r = post(archehr, "/v1/archehr/answer", content=content)
         assert r.status_code == 422 and message in r.json()["error"], r.text
+
+
+def test_the_issue_54_replay_is_refused_as_4xx_error_objects(archehr):
+    """A lone surrogate in the narrative (the question model's tokenizer) or in the note (the embedder) was a 500 with
+    a traceback, counted in /health's connection_errors; xml beside a narrative answered the xml and dropped the
+    narrative; the lower-case `bearer` scheme was refused."""
+    for body, where in [('{"patient_narrative": "why \\ud800 stopped?", "note": "Lisinopril was held."}',
+                         "patient_narrative: a lone surrogate U+D800"),
+                        ('{"patient_narrative": "Why was it held?", "note": "Lisinopril \\udc00 was held."}',
+                         "note: a lone surrogate U+DC00")]:
+        r = post(archehr, "/v1/archehr/answer", content=body.encode())
+        assert r.status_code == 422 and r.json()["error"].startswith(where), r.text
+    both = post(archehr, "/v1/archehr/answer", {"xml": BUNDLED_CASES.read_text(), "patient_narrative": "Aspirin?"})
+    assert both.status_code == 422 and "give the case as xml or as fields, not both" in both.json()["error"]
+    lower = httpx.post(archehr.url + "/v1/archehr/answer", headers={"Authorization": f"bearer {TOKEN}"}, timeout=60,
+                       json={"patient_narrative": "Why was my lisinopril stopped?", "sentences": NOTE})
+    assert lower.status_code == 200, lower.text
+    assert httpx.get(archehr.url + "/health").json()["connection_errors"] == {}
