@@ -790,6 +790,12 @@ def _threads_probes(c: _Cli) -> None:
                 base=("program=archehr", *QUIET), env={"CLINPROG_LLAMA_THREADS": value},
                 exact="error: CLINPROG_LLAMA_THREADS must be auto or a whole number from 1 to 256 (its value is not "
                       "shown)")
+    for value in ("0", "lots"):  # #54: a ConfigError inside Hydra's instantiate was a Hydra traceback
+        refused("54", f"program.embedder.threads={value} is one line", f"program.embedder.threads={value}",
+                "data.limit=1", base=("program=archehr", *QUIET),
+                exact=f"error: embedder.threads must be auto or an integer from 1 to 256, not '{value}'")
+    refused("54", "program.grounding.judge=lm under grounding=none names the options that have it",
+            "program.grounding.judge=lm", base=("program=archehr", *QUIET), says="parameters: none); it belongs to")
 
 
 # --- the serving probes (items 1-3, 14 and the earlier rounds' HTTP cases) --------------------------------------------
@@ -1068,6 +1074,23 @@ def _serve_protocol_checks(check: Callable, answered: Callable, tmp: Path) -> No
     def auth_ok(server: Server) -> None:
         expect(server.post(CASE), 200)
 
+    @check("r3", "auth: the bearer scheme is case-insensitive (RFC 7235)")
+    def auth_lower(server: Server) -> None:
+        r = httpx.post(f"{server.url}/v1/archehr/answer", json=CASE, timeout=60,
+                       headers={"Authorization": f"bearer {TOKEN}"})
+        expect(r, 200)
+
+    @check("r3", "60 small requests at once are answered, none 503 'still sending their bodies'")
+    def sixty(server: Server) -> None:
+        with ThreadPoolExecutor(60) as pool:
+            statuses = list(pool.map(lambda _: server.post(CASE).status_code, range(60)))
+        if 503 in statuses:
+            raise Fail(f"{statuses.count(503)} x 503 of 60")
+
+    @check("r3", "/favicon.ico is an icon")
+    def favicon(server: Server) -> None:
+        expect(httpx.get(f"{server.url}/favicon.ico", timeout=10), 200)
+
     for what, content, status, says in (
             ("JSON nested 100,000 deep", b"[" * 100_000 + b"]" * 100_000, 422, "nested too deeply"),
             ("a field nested 100,000 deep", b'{"case_id": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", 422,
@@ -1078,6 +1101,13 @@ def _serve_protocol_checks(check: Callable, answered: Callable, tmp: Path) -> No
             ("billion laughs in xml", json.dumps({"xml": laughs_text()}).encode(), 422, "DOCTYPE/ENTITY"),
             ("duplicate sentence ids", json.dumps({**CASE, "sentences": NOTE + NOTE[:1]}).encode(), 422,
              "duplicate ids"),
+            # #54: a lone surrogate reached the tokenizer (500, a traceback); xml beside fields dropped the fields
+            ("a lone surrogate in the narrative", b'{"patient_narrative": "why \\ud800 stopped?", "note": "Lisinopril '
+             b'was held."}', 422, "patient_narrative: a lone surrogate"),
+            ("a lone surrogate in the note", b'{"patient_narrative": "Why?", "note": "Lisinopril \\udc00 was held."}',
+             422, "note: a lone surrogate"),
+            ("xml beside a narrative", json.dumps({"xml": "<annotations/>", "patient_narrative": "Aspirin?"}).encode(),
+             422, "not both"),
             ("a body over serve.max_request_bytes", b" " * 2_100_000, 413, "serve.max_request_bytes")):
         @check("r3", f"{what} is {status} naming the problem")
         def bad_body(server: Server, content=content, status=status, says=says) -> None:
