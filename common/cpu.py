@@ -133,7 +133,7 @@ def torch_threads(setting: int | str = "auto") -> int:
     """Set torch's intra-op threads for the next step (`threads_now`, at most `omp_limit()`); the number set."""
     import torch
 
-    n = int(setting) if setting != "auto" else min(omp_limit(), threads_now("auto"))
+    n = threads_for_step(setting)
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)
     return n
