@@ -22,15 +22,18 @@ def main(cfg: DictConfig) -> float | None:
 
 def cli() -> None:
     """`python main.py` with `sys.argv`: a command line Hydra cannot compose (a mistyped key, group or option, a
-    parameter of a stage implementation not in use) is one line naming the closest valid one (common/overrides.py)."""
+    parameter of a stage implementation not in use) is one line naming the closest valid one (common/overrides.py);
+    a renamed option or key still works for one release, with one `deprecated:` line (common/aliases.py)."""
     from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
 
+    from common.aliases import renamed
     from common.overrides import config_mistake, too_deeply_nested
 
     refusal = too_deeply_nested(sys.argv[1:])  # Hydra's parser would recurse past Python's limit
     if refusal:
         print(f"error: {refusal}", file=sys.stderr)
         raise SystemExit(2)
+    sys.argv[1:] = renamed(sys.argv[1:])  # experiment=offline_best -> experiment=no_lm_best, before Hydra reads it
     ours = "HYDRA_FULL_ERROR" not in os.environ  # Hydra raises (instead of printing its message) only with it set
     if ours:
         os.environ["HYDRA_FULL_ERROR"] = "1"
