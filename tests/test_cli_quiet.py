@@ -75,7 +75,8 @@ def test_verbose_brings_third_party_lines_back(tiny_index, tmp_path):
     proc = main("task=search", f"index_dir={index_dir}", "query='metformin'", "verbose=true",
                 f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert any("Could not load library with AVX512 support" in line for line in noise(proc, tmp_path)["faiss"])
+    # faiss's loader logs which kernels it loads on every CPU; the AVX512 miss only on a CPU without AVX512
+    assert any("[faiss.loader][INFO]" in line for line in noise(proc, tmp_path)["faiss"])
 
 
 def test_rouge_scoring_is_quiet_by_default_and_verbose_shows_absl(tmp_path):

@@ -198,7 +198,7 @@ def test_compile_report_shows_before_after_verdicts_and_warning(tmp_path, monkey
     assert "### answer.generate: adopted" in md and "Instruction after (adopted):" in md
     assert md.count("Demos before: 0") == 4 and "| before |" in md and "| after" in md
     page = (tmp_path / "compile_report.html").read_text()
-    assert "<td>before</td>" in page and 'class="tag bad"' in page and "<ins" in page
+    assert "<td><bdi>before</bdi></td>" in page and 'class="tag bad"' in page and "<ins" in page
     assert esc(junk) not in page and esc(narrative) in page and "more characters]" in page  # shown truncated
 
 

@@ -2,6 +2,7 @@
 proposals, reviews, decisions and reflexions; report.html shows it; markup the agents leak is stripped and counted."""
 
 import json
+import re
 
 import pytest
 
@@ -118,6 +119,7 @@ def test_records_of_the_old_format_still_render():
     contract = MediqaCorrContract()
     html = contract.report_html(compose_config("program=mediqa_corr"),
                                 Inputs([NOTE], references={"labelled": True}), [old], contract.usage([old]), None)
+    html = re.sub(r"</?bdi>", "", html)  # every echoed text is isolated in <bdi>
     assert "&lt;old thought&gt;" in html and "sentence 1: vancomycin" in html and "old reasoning" in html
 
 

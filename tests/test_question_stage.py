@@ -261,16 +261,16 @@ def test_the_run_page_sums_up_the_form_of_the_runs_questions():
         {"clinician_question": ""},  # an empty message: no question to count
     ]
     html = _question_form(records, 15)
-    cells = re.findall(r"<td>(.*?)</td>", html)
+    cells = [re.sub(r"</?bdi>", "", c) for c in re.findall(r"<td>(.*?)</td>", html)]  # each text isolated in <bdi>
     form = dict(zip(cells[::2], cells[1::2], strict=True))
     assert form["questions"] == "4" and form["most common 4-word opening"] == "&#x27;what are the treatments&#x27;: 2 (50%)"
     assert form["in the first person (I, my, me)"] == "1" and form["over 15 words"] == "1"
     assert form["without a final &#x27;?&#x27;"] == "1" and form["the stage&#x27;s fallback answered"] == "1"
     assert form["the rerank picked another than the most probable candidate"] == "1 of 2"
     assert _question_form([{"clinician_question": ""}], 15) == ""  # nothing to sum up
-    assert "<td>none repeats</td>" in _question_form(records[2:4], 15)
+    assert "<td><bdi>none repeats</bdi></td>" in _question_form(records[2:4], 15)
     odd = [{"clinician_question": 7}, {"clinician_question": "Why?", "question_candidates": [{"eligible": True}, "x"]}]
-    assert "<td>questions</td><td>1</td>" in _question_form(odd, 15)  # a hand-edited file: no traceback
+    assert "<td><bdi>questions</bdi></td><td>1</td>" in _question_form(odd, 15)  # a hand-edited file: no traceback
 
 
 def test_an_opening_the_training_references_overuse_in_either_register_is_penalised_in_both():

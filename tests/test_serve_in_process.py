@@ -18,7 +18,7 @@ def served(*overrides: str) -> TestClient:
     from runners.serve import build_app
 
     app, _ = build_app(config("task=serve", *overrides), ["task=serve", *overrides])
-    return TestClient(app)
+    return TestClient(app, base_url="http://127.0.0.1")  # a token-less loopback server answers only its own names
 
 
 def test_an_lm_failure_is_answered_by_the_documented_fallback(tmp_path, monkeypatch):

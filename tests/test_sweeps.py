@@ -93,4 +93,4 @@ def test_compile_from_the_cli_scores_before_and_after_and_saves_the_state(tmp_pa
     assert scores["before"] == scores["after"] == pytest.approx(per_case)
     meta = json.loads(save_to.with_name(save_to.name + ".meta.json").read_text())
     assert meta["program"] == "ArchEHRCascade" and meta["metric"] == "archehr_evidence" and run.returncode == 0
-    assert "<td>before</td>" in (tmp_path / "run" / "compile_report.html").read_text()
+    assert "<td><bdi>before</bdi></td>" in (tmp_path / "run" / "compile_report.html").read_text()

@@ -150,7 +150,7 @@ def test_report_html_marks_a_flagged_sentence_and_quotes_the_note_sentence_besid
                              "verifier": {"verdict": CONTRADICTED, "probability": 0.99, "kind": "side/site",
                                           "conflict_id": "1", "conflict_text": "Left <b>knee</b> effusion."}}]}
     html = _answer(case, record)
-    assert 'class="unsupported"' in html and "<strong>contradicted:</strong>" in html
+    assert 'class="unsupported"' in html and "<strong><bdi>contradicted</bdi>:</strong>" in html
     assert "conflicts with note sentence" in html and "side/site" in html
     assert "&lt;b&gt;knee&lt;/b&gt;" in html and "<b>knee</b>" not in html
 
