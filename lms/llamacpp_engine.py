@@ -8,6 +8,7 @@ grammar that constrains decoding. A model can then only emit JSON that parses.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,9 @@ from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
 from common.control_tokens import strip_control_tokens, vocabulary_control_tokens
 from common.cpu import threads_now, threads_setting
 from lms.errors import LMConfigError
+
+_FRAMES = 4       # saved frame states (one per prompt frame in use: the evidence stage's, the alignment's, ...)
+_MIN_FRAME = 64   # a shorter frame is read again rather than saved
 
 
 def _system_text(system: Any) -> str | None:
@@ -44,6 +48,7 @@ class LlamaCppEngine:
         chat_format: str | None = None,
         verbose: bool = False,
         prompt_cache_mb: int = 0,
+        prefix_reuse: bool = False,
     ) -> None:
         path = Path(model_path)
         if not path.is_file():
@@ -76,6 +81,64 @@ class LlamaCppEngine:
         self.fold_system = (not has_template) if fold_system is None else fold_system
         self.control_tokens = vocabulary_control_tokens(self._llama)
         self.calls = 0
+        if prefix_reuse and prompt_cache_mb:
+            raise LMConfigError("lm.client.prefix_reuse and lm.client.prompt_cache_mb both reuse a prompt's start: "
+                                "set one (prefix_reuse keeps each reply a function of its prompt)")
+        if prefix_reuse and not has_template:
+            raise LMConfigError(f"lm.client.prefix_reuse needs a GGUF with a chat template; {path.name} has none")
+        self.prefix_reuse = bool(prefix_reuse)
+        self._frames: OrderedDict[tuple[int, ...], Any] = OrderedDict()  # frame tokens -> saved llama state
+        self._formatter = self._chat_formatter() if self.prefix_reuse else None
+        self.frame_tokens_reused = 0
+
+    def _chat_formatter(self) -> Any:
+        """The GGUF's own chat template, as llama-cpp-python renders it for create_chat_completion."""
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        model = self._llama._model
+        return Jinja2ChatFormatter(template=self._llama.metadata["tokenizer.chat_template"],
+                                   eos_token=model.token_get_text(model.token_eos()),
+                                   bos_token=model.token_get_text(model.token_bos()))
+
+    def _frame(self, messages: list[dict[str, str]]) -> list[int]:
+        """The prompt's frame: its tokens up to the last input field of the last turn (the last line starting
+        `[[ ## `: what DSPy's adapters put before each input field). Calls that differ only in that field (one note
+        sentence after another) share the frame. A function of the prompt alone; [] when there is no such field."""
+        last = messages[-1]["content"] if messages and messages[-1]["role"] == "user" else ""
+        cut = last.rfind("\n[[ ## ")
+        if cut < 0 or self._formatter is None:
+            return []
+        prompt = self._formatter(messages=messages).prompt
+        start = prompt.rfind(last)
+        if start < 0:  # the template rewrote the turn: no frame rather than a wrong one
+            return []
+        frame_text = prompt[: start + cut + 1]
+        tokens = self._llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        frame = self._llama.tokenize(frame_text.encode("utf-8"), add_bos=False, special=True)
+        common = 0
+        for a, b in zip(frame, tokens, strict=False):  # a token merged across the cut belongs to the rest
+            if a != b:
+                break
+            common += 1
+        return frame[:common] if common >= _MIN_FRAME else []
+
+    def _start_from_frame(self, frame: list[int]) -> None:
+        """Put the frame's state into the context: read alone from an empty context the first time, saved, and
+        copied back every later time, so the rest of any prompt is read onto the same cells: the reply depends on
+        the prompt alone (as with a whole read), and a frame is read once instead of once per call."""
+        key = tuple(frame)
+        state = self._frames.get(key)
+        self._llama.reset()
+        if state is None:
+            self._llama.eval(frame)
+            state = self._llama.save_state()
+            self._frames[key] = state
+            while len(self._frames) > _FRAMES:
+                self._frames.popitem(last=False)
+        else:
+            self._frames.move_to_end(key)
+            self._llama.load_state(state)
+            self.frame_tokens_reused += len(frame)
 
     def _messages(self, request: Any) -> list[dict[str, str]]:
         """The chat turns; a control-token string inside any text is removed (the chat template tokenizes the whole
@@ -123,7 +186,11 @@ class LlamaCppEngine:
 
             threads = threads_now(self.threads)  # the free cores now (common/cpu.py); results do not depend on it
             llama_cpp.llama_set_n_threads(self._llama._ctx.ctx, threads, threads)
-            if self._llama.cache is None:
+            frame = self._frame(kwargs["messages"]) if self.prefix_reuse else []
+            if frame:
+                # llama-cpp-python then finds the frame's tokens in the context and reads only the rest
+                self._start_from_frame(frame)
+            elif self._llama.cache is None:
                 # every prompt read from its first token: llama-cpp-python keeps the previous prompt's common prefix,
                 # and a reply then depended on the prompt before it (prompt_cache_mb > 0 opts into that for speed)
                 self._llama.reset()

@@ -49,6 +49,30 @@ class ScoreEvidence(dspy.Signature):
     scores: list[int] = dspy.OutputField(desc="one 1-5 score per listed sentence, in order")
 
 
+class ScoreEvidenceById(dspy.Signature):
+    """You are a clinical evidence scorer. For the clinician's question, rate every numbered sentence of
+    the clinical note on a 1-5 scale: 5 = directly answers the question; 4 = essential supporting detail;
+    3 = related context that may help; 1-2 = irrelevant to the question. Most sentences of a note are
+    irrelevant to one question; only a few answer it. Give each sentence's id with its score."""
+
+    clinician_question: str = dspy.InputField()
+    note_sentences: str = dspy.InputField(desc="one sentence per line, formatted `[id] text`")
+    scores: dict[str, int] = dspy.OutputField(desc="each listed sentence's id -> its 1-5 score")
+
+
+class RateSentence(dspy.Signature):
+    """You are a clinical evidence scorer. The clinical note is listed in full for context; rate only the one
+    sentence given at the end: how much does it help answer the clinician's question? 5 = it directly answers the
+    question; 4 = an essential supporting detail (a finding, treatment or reason the answer rests on); 3 = related
+    context that may help; 2 = about the patient but not this question; 1 = unrelated. Most sentences of a note
+    are 1 or 2 for any one question."""
+
+    clinician_question: str = dspy.InputField()
+    note_sentences: str = dspy.InputField(desc="the whole note, one sentence per line, formatted `[id] text`")
+    sentence: str = dspy.InputField(desc="the one sentence to rate, formatted `[id] text`")
+    score: int = dspy.OutputField(desc="this sentence's 1-5 score")
+
+
 class GenerateAnswer(dspy.Signature):
     """You are a clinical documentation specialist. Answer the clinician's question using only the
     clinical note: the selected evidence sentences first, the full note only as a safety net. Do not use
@@ -69,6 +93,16 @@ class AlignAnswer(dspy.Signature):
     answer_sentences: str = dspy.InputField(desc="one answer sentence per line, formatted `[id] text`")
     note_sentences: str = dspy.InputField(desc="one note sentence per line, formatted `[id] text`")
     citations: list[list[str]] = dspy.OutputField(desc="for each answer sentence, the supporting note sentence ids")
+
+
+class CiteSupport(dspy.Signature):
+    """You link one sentence of a clinical answer to the clinical note it was written from. List the ids of the
+    note sentences that state what the answer sentence says (an answer sentence usually restates one to three
+    note sentences, often in other words). Give an empty list only when no note sentence states it."""
+
+    note_sentences: str = dspy.InputField(desc="one note sentence per line, formatted `[id] text`")
+    answer_sentence: str = dspy.InputField(desc="the one answer sentence to link")  # last: the note is the frame
+    citations: list[str] = dspy.OutputField(desc="the ids of the note sentences that support the answer sentence")
 
 
 class JudgeGrounding(dspy.Signature):

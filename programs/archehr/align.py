@@ -2,50 +2,122 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import dspy
 
+from common.errors import ConfigError
 from common.failures import RECOVERABLE, StageOutputError, describe
 from programs.archehr.text import numbered
-from signatures.archehr import AlignAnswer
+from signatures.archehr import AlignAnswer, CiteSupport
 from signatures.constrained import reply_bound, with_output_schema
 from tasks.archehr.data import AnswerSentence, NoteSentence
 
+FORMS = ("lists", "per_sentence")
+CITE_BY = ("id", "id_both_ends")
+
+
+def all_empty(alignment: list[dict], minimum: int = 2) -> bool:
+    """An alignment of at least `minimum` answer sentences that cites nothing for any of them."""
+    return len(alignment) >= minimum and not any(a["evidence_id"] for a in alignment)
+
 
 class AnswerAligner(dspy.Module):
+    """Links answer sentences to note sentences. `form`: `lists` (the seed's: one call, one list of ids per answer
+    sentence) or `per_sentence` (one call per answer sentence, its ids only). `min_citations` (0 or 1) is the
+    least a list may hold: 0 lets the model say "unsupported" (the seed's conservative rule), 1 asks for the
+    closest support of every sentence (the grounding check then judges it). `cite_by`: `id` (the seed's: each
+    note line starts `[id]`) or `id_both_ends` (per_sentence only: `[id] text [id]`; a 1.5B model citing by number
+    took the id of the next line, the one that follows the sentence it meant). `candidates` (per_sentence only):
+    the ids a reply may hold are the k note sentences most similar to the answer sentence (the program's embedder;
+    section headers left out); the prompt still lists the whole note. An alignment that cites nothing for any of 2
+    or more answer sentences is a `degenerate` output (counted in usage.json)."""
+
     uses_lm = True
 
-    def __init__(self, max_citations: int, tokens_per_citation: int | None = 6) -> None:
+    def __init__(self, max_citations: int, tokens_per_citation: int | None = 6, form: str = "lists",
+                 min_citations: int = 0, cite_by: str = "id", candidates: int | None = None,
+                 embedder: Any = None) -> None:
         super().__init__()
+        if form not in FORMS:
+            raise ConfigError(f"program.alignment.form must be one of {', '.join(FORMS)}, not {str(form)[:40]!r}")
+        if min_citations not in (0, 1) or isinstance(min_citations, bool):
+            raise ConfigError(f"program.alignment.min_citations must be 0 or 1, not {str(min_citations)[:40]!r}")
+        if cite_by not in CITE_BY:
+            raise ConfigError(f"program.alignment.cite_by must be one of {', '.join(CITE_BY)}, not {str(cite_by)[:40]!r}")
+        if candidates is not None and (isinstance(candidates, bool) or not isinstance(candidates, int)
+                                       or candidates < 1):
+            raise ConfigError(f"program.alignment.candidates must be null or a whole number >= 1, not {candidates!r}")
+        if candidates is not None and form != "per_sentence":
+            raise ConfigError("program.alignment.candidates needs program.alignment.form=per_sentence")
+        if cite_by == "id_both_ends" and form != "per_sentence":
+            raise ConfigError("program.alignment.cite_by=id_both_ends needs program.alignment.form=per_sentence")
+        self.cite_by, self.candidates, self.embedder = cite_by, candidates, embedder
         self.max_citations = max_citations
         self.tokens_per_citation = tokens_per_citation  # reply bound per answer sentence and citation
-        self.align = dspy.Predict(AlignAnswer)
+        self.form, self.min_citations = form, min_citations
+        self.align = dspy.Predict(AlignAnswer if form == "lists" else CiteSupport)
+
+    def _bound(self, n: int) -> dict[str, int]:
+        return reply_bound(self.tokens_per_citation and 32 + n * (4 + self.tokens_per_citation * self.max_citations))
+
+    def _citations(self, answer_sentences: list[AnswerSentence], sentences: list[NoteSentence]) -> list[list[str]]:
+        inner = {"type": "array", "items": {"type": "string", "enum": [s.id for s in sentences]},
+                 "minItems": self.min_citations, "maxItems": self.max_citations}
+        notes = numbered((s.id, s.text) for s in sentences)
+        if self.cite_by == "id_both_ends":  # the id after the text too: a copied id is the one its sentence ends on
+            notes = "\n".join(f"[{s.id}] {s.text} [{s.id}]" for s in sentences)
+        n = len(answer_sentences)
+        if self.form == "per_sentence":
+            signature = self.align.signature
+            allowed = self._allowed(answer_sentences, sentences)
+            rows = []
+            for answer, ids in zip(answer_sentences, allowed, strict=True):
+                schema = inner if ids is None else {**inner, "items": {"type": "string", "enum": ids}}
+                out = self.align(answer_sentence=answer.text, note_sentences=notes,
+                                 signature=with_output_schema(signature, "citations", schema),
+                                 config=self._bound(1))
+                rows.append(list(out.citations))
+        else:
+            out = self.align(
+                answer_sentences=numbered((a.id, a.text) for a in answer_sentences), note_sentences=notes,
+                signature=with_output_schema(self.align.signature, "citations",
+                                             {"type": "array", "items": inner, "minItems": n, "maxItems": n}),
+                config=self._bound(n))
+            rows = list(out.citations)
+        citations = [[str(c).strip().strip("[]") for c in row] for row in rows]
+        if len(citations) != n:
+            raise StageOutputError(f"{len(citations)} citation lists for {n} answer sentences")
+        return citations
+
+    def _allowed(self, answer_sentences: list[AnswerSentence], sentences: list[NoteSentence]) -> list[list[str] | None]:
+        """Per answer sentence, the ids its reply may cite (None: any note sentence)."""
+        if self.candidates is None:
+            return [None] * len(answer_sentences)
+        if self.embedder is None:
+            raise ConfigError("program.alignment.candidates needs the program's embedder")
+        from programs.archehr.no_lm.evidence import is_header
+        from programs.archehr.no_lm.similarity import cosine_matrix
+
+        pool = [s for s in sentences if not is_header(s.text)] or sentences
+        sims = cosine_matrix(self.embedder, [a.text for a in answer_sentences], [s.text for s in pool])
+        order = {s.id: i for i, s in enumerate(sentences)}
+        allowed = []
+        for row in sims:
+            top = sorted(range(len(pool)), key=lambda j: -float(row[j]))[: self.candidates]
+            allowed.append(sorted((pool[j].id for j in top), key=order.__getitem__))  # in the note's order
+        return allowed
 
     def forward(self, answer_sentences: list[AnswerSentence], sentences: list[NoteSentence]) -> dspy.Prediction:
-        valid = [s.id for s in sentences]
-        n = len(answer_sentences)
-        if n == 0:
-            return dspy.Prediction(alignment=[], dropped_ids=0, fallback=None)
-        inner = {"type": "array", "items": {"type": "string", "enum": valid}, "maxItems": self.max_citations}
-        signature = with_output_schema(
-            self.align.signature, "citations",
-            {"type": "array", "items": inner, "minItems": n, "maxItems": n},
-        )
+        if not answer_sentences:
+            return dspy.Prediction(alignment=[], dropped_ids=0, fallback=None, degenerate=None)
         try:
-            out = self.align(
-                answer_sentences=numbered((a.id, a.text) for a in answer_sentences),
-                note_sentences=numbered((s.id, s.text) for s in sentences),
-                signature=signature,
-                config=reply_bound(self.tokens_per_citation
-                                   and 32 + n * (4 + self.tokens_per_citation * self.max_citations)),
-            )
-            citations = [[str(c).strip().strip("[]") for c in row] for row in out.citations]
-            if len(citations) != n:
-                raise StageOutputError(f"{len(citations)} citation lists for {n} answer sentences")
+            citations = self._citations(answer_sentences, sentences)
         except RECOVERABLE as exc:
             # Conservative: an unparsable alignment claims no support rather than guessing links.
             empty = [{"answer_id": a.id, "evidence_id": []} for a in answer_sentences]
-            return dspy.Prediction(alignment=empty, dropped_ids=0, fallback=describe(exc))
-        valid_set = set(valid)
+            return dspy.Prediction(alignment=empty, dropped_ids=0, fallback=describe(exc), degenerate=None)
+        valid_set = {s.id for s in sentences}
         dropped = 0
         alignment = []
         for answer, row in zip(answer_sentences, citations, strict=True):
@@ -56,4 +128,5 @@ class AnswerAligner(dspy.Module):
                 elif cid not in kept:
                     kept.append(cid)
             alignment.append({"answer_id": answer.id, "evidence_id": kept})
-        return dspy.Prediction(alignment=alignment, dropped_ids=dropped, fallback=None)
+        degenerate = f"no citation for any of {len(alignment)} answer sentences" if all_empty(alignment) else None
+        return dspy.Prediction(alignment=alignment, dropped_ids=dropped, fallback=None, degenerate=degenerate)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dspy
 
+from common.errors import ConfigError
 from common.failures import RECOVERABLE, StageOutputError, describe
 from programs.archehr.stages import check_anchor
 from programs.archehr.text import numbered
-from signatures.archehr import ScoreEvidence
+from signatures.archehr import RateSentence, ScoreEvidence, ScoreEvidenceById
 from signatures.constrained import reply_bound, with_output_schema
 from tasks.archehr.data import NoteSentence
 
@@ -26,13 +27,29 @@ def select_by_likert(sentences: list[NoteSentence], scores: list[int], strict_th
     return [s.id for s in sentences[:fallback_count]], "first_n"
 
 
+FORMS = ("list", "by_id", "per_sentence")
+
+
+def all_equal(scores: list[int], minimum: int = 3) -> bool:
+    """A reply that scored every one of at least `minimum` sentences the same says nothing about any of them."""
+    return len(scores) >= minimum and len(set(scores)) == 1
+
+
 class EvidenceScorer(dspy.Module):
-    """ScoreEvidence gives every note sentence a Likert score; the seed's strict/lenient/first-n rule selects."""
+    """ScoreEvidence gives every note sentence a Likert score; the seed's strict/lenient/first-n rule selects.
+
+    `form` is what the LM writes: `list` (the seed's: one list of N integers in the sentences' order), `by_id`
+    (an object of sentence id -> score, each score written right after its id) or `per_sentence` (RateSentence:
+    one call per sentence, the whole note in every prompt and the rated sentence last, so an engine with
+    `lm.client.prefix_reuse` reads the note once per case). `group_size` splits the note into groups scored one
+    call each (null: the whole note in one call, as the seed; not with per_sentence). A reply that scores every sentence
+    of the note the same is a `degenerate` output (counted in usage.json), selected as the seed's rule says."""
 
     uses_lm = True
 
     def __init__(self, strict_threshold: int, lenient_threshold: int, fallback_count: int,
-                 tokens_per_sentence: int | None = 4, anchor: str = "clinician_question") -> None:
+                 tokens_per_sentence: int | None = 4, anchor: str = "clinician_question", form: str = "list",
+                 group_size: int | None = None) -> None:
         super().__init__()
         # clinician_question: the seed's choice (62.9 vs 60.2 F1 with the raw narrative)
         self.anchor = check_anchor(anchor)
@@ -40,35 +57,76 @@ class EvidenceScorer(dspy.Module):
         self.strict_threshold = strict_threshold
         self.lenient_threshold = lenient_threshold
         self.fallback_count = fallback_count
-        self.score = dspy.Predict(ScoreEvidence)
+        if form not in FORMS:
+            raise ConfigError(f"program.evidence.form must be one of {', '.join(FORMS)}, not {str(form)[:40]!r}")
+        if group_size is not None and (isinstance(group_size, bool) or not isinstance(group_size, int)
+                                       or group_size < 1):
+            raise ConfigError(f"program.evidence.group_size must be null or a whole number >= 1, not {group_size!r}")
+        if group_size is not None and form == "per_sentence":
+            raise ConfigError("program.evidence.group_size applies to the list and by_id forms; per_sentence rates "
+                              "one sentence per call (set group_size=null)")
+        self.form, self.group_size = form, group_size
+        signatures = {"list": ScoreEvidence, "by_id": ScoreEvidenceById, "per_sentence": RateSentence}
+        self.score = dspy.Predict(signatures[form])
 
     def select(self, sentences: list[NoteSentence], scores: list[int]) -> tuple[list[str], str]:
         return select_by_likert(sentences, scores, self.strict_threshold, self.lenient_threshold, self.fallback_count)
 
-    def forward(self, clinician_question: str, sentences: list[NoteSentence]) -> dspy.Prediction:
-        n = len(sentences)
+    def _rate_each(self, clinician_question: str, sentences: list[NoteSentence]) -> list[int]:
+        note = numbered((s.id, s.text) for s in sentences)
+        signature = with_output_schema(self.score.signature, "score", {"type": "integer", "enum": LIKERT})
+        scores = []
+        for s in sentences:
+            out = self.score(clinician_question=clinician_question, note_sentences=note,
+                             sentence=numbered([(s.id, s.text)]), signature=signature,
+                             config=reply_bound(self.tokens_per_sentence and 16 + self.tokens_per_sentence))
+            scores.append(int(out.score))
+        if any(v not in LIKERT for v in scores):
+            raise StageOutputError(f"scores outside 1-5: {sorted(set(scores) - set(LIKERT))}")
+        return scores
+
+    def _score_group(self, clinician_question: str, group: list[NoteSentence]) -> list[int]:
+        n = len(group)
+        ids = [s.id for s in group]
+        likert = {"type": "integer", "enum": LIKERT}
         # One score per sentence, each 1-5: a grammar-capable backend cannot emit anything else.
-        signature = with_output_schema(
-            self.score.signature, "scores",
-            {"type": "array", "items": {"type": "integer", "enum": LIKERT}, "minItems": n, "maxItems": n},
+        schema = ({"type": "array", "items": likert, "minItems": n, "maxItems": n} if self.form == "list" else
+                  {"type": "object", "properties": {i: likert for i in ids}, "required": ids,
+                   "additionalProperties": False})
+        per_sentence = self.tokens_per_sentence and self.tokens_per_sentence + (4 if self.form == "by_id" else 0)
+        out = self.score(
+            clinician_question=clinician_question,
+            note_sentences=numbered((s.id, s.text) for s in group),
+            signature=with_output_schema(self.score.signature, "scores", schema),
+            config=reply_bound(per_sentence and 32 + per_sentence * n),
         )
+        if self.form == "by_id":
+            got = {str(k).strip().strip("[]"): v for k, v in dict(out.scores).items()}
+            if set(got) != set(ids):
+                raise StageOutputError(f"scores for ids {sorted(got)[:5]}... not the {n} listed")
+            values = [got[i] for i in ids]
+        else:
+            values = list(out.scores)
+        scores = [int(v) for v in values]
+        if len(scores) != n:
+            raise StageOutputError(f"{len(scores)} scores for {n} sentences")
+        if any(v not in LIKERT for v in scores):
+            raise StageOutputError(f"scores outside 1-5: {sorted(set(scores) - set(LIKERT))}")
+        return scores
+
+    def forward(self, clinician_question: str, sentences: list[NoteSentence]) -> dspy.Prediction:
+        size = self.group_size or max(1, len(sentences))
+        groups = [sentences[i:i + size] for i in range(0, len(sentences), size)]
         try:
-            out = self.score(
-                clinician_question=clinician_question,
-                note_sentences=numbered((s.id, s.text) for s in sentences),
-                signature=signature,
-                config=reply_bound(self.tokens_per_sentence and 32 + self.tokens_per_sentence * n),
-            )
-            scores = [int(v) for v in out.scores]
-            if len(scores) != n:
-                raise StageOutputError(f"{len(scores)} scores for {n} sentences")
-            if any(v not in LIKERT for v in scores):
-                raise StageOutputError(f"scores outside 1-5: {sorted(set(scores) - set(LIKERT))}")
+            scores = (self._rate_each(clinician_question, sentences) if self.form == "per_sentence" else
+                      [v for group in groups for v in self._score_group(clinician_question, group)])
         except RECOVERABLE as exc:
             ids = [s.id for s in sentences[: self.fallback_count]]
-            return dspy.Prediction(evidence_ids=ids, scores=None, selection="fallback_first_n", fallback=describe(exc))
+            return dspy.Prediction(evidence_ids=ids, scores=None, selection="fallback_first_n", fallback=describe(exc),
+                                   degenerate=None)
         ids, selection = self.select(sentences, scores)
+        degenerate = f"every one of {len(scores)} sentences scored {scores[0]}" if all_equal(scores) else None
         return dspy.Prediction(
             evidence_ids=ids, scores=dict(zip([s.id for s in sentences], scores, strict=True)),
-            selection=selection, fallback=None,
+            selection=selection, fallback=None, degenerate=degenerate,
         )

@@ -53,8 +53,13 @@ class ArchEHRCascade(dspy.Module):
             stage = getattr(self, name)
             out = stage(*args, **takes(stage, optional))
             ledger.repaired(name, out.get("repairs", 0))  # stages without string outputs report none
-            if out.fallback and name in self._no_lm:
-                fallbacks[name] = out.fallback + " -> no-LM stage"
+            # a reply that parsed but says nothing (every score equal, no citation at all): counted in usage.json
+            # and report.html; with non-LLM fallbacks configured, the non-LLM stage answers instead, as for a failure
+            empty = out.get("degenerate")
+            if empty:
+                ledger.degenerate(name, empty)
+            if (out.fallback or empty) and name in self._no_lm:
+                fallbacks[name] = (out.fallback or f"degenerate output: {empty}") + " -> no-LM stage"
                 out = self._no_lm[name](*args, **takes(self._no_lm[name], optional))
         if out.fallback:
             fallbacks[name] = out.fallback
@@ -77,7 +82,7 @@ class ArchEHRCascade(dspy.Module):
         if not case.sentences:  # e.g. the 2026 Subtask-1 test release: narratives only
             return dspy.Prediction(**pred, evidence_ids=[], scores=None, selection="no_note", answer=None,
                                    alignment=[], alignment_source=None, dropped_ids=0, fallbacks=fallbacks,
-                                   repairs=ledger.repairs(), usage=ledger.as_dict())
+                                   degenerate=ledger.degenerates(), repairs=ledger.repairs(), usage=ledger.as_dict())
 
         anchor = {"clinician_question": q.clinician_question, "patient_narrative": case.patient_narrative,
                   "both": f"{q.clinician_question} {case.patient_narrative}"}[self.anchor]
@@ -129,7 +134,7 @@ class ArchEHRCascade(dspy.Module):
             **pred, evidence_ids=ev.evidence_ids, scores=ev.scores, selection=ev.selection, answer=answer,
             alignment=alignment, alignment_source=alignment_source, dropped_ids=al.dropped_ids,
             answer_sentences=answer_items, grounding=grounding,
-            fallbacks=fallbacks, repairs=ledger.repairs(), usage=ledger.as_dict(),
+            fallbacks=fallbacks, degenerate=ledger.degenerates(), repairs=ledger.repairs(), usage=ledger.as_dict(),
         )
 
 

@@ -26,6 +26,8 @@ class ArchEHRRecord(TypedDict):
     grounding: list[dict[str, Any]] | None  # a verdict per answer sentence (None: no grounding check)
     dropped_ids: int                        # unknown note ids removed from the alignment
     fallbacks: dict[str, str]               # stage -> why its documented fallback answered
+    degenerate: dict[str, str] | None       # stage -> why its reply, though it parsed, said nothing (every score
+                                            # equal, no citation at all); absent in older runs
     repairs: dict[str, int]                 # stage -> outputs whose leaked markup was stripped
     usage: dict[str, dict[str, float]]      # stage -> LM calls, tokens, retries, seconds
     seconds: float

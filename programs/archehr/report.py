@@ -19,6 +19,7 @@ from programs.archehr.verdicts import CONTRADICTED, NOT_IN_NOTE, flagged
 def usage_summary(records: list[dict[str, Any]], roles: tuple[str, ...]) -> dict[str, Any]:
     stages: dict[str, dict[str, float]] = {}
     fallbacks: dict[str, int] = {}
+    degenerate: dict[str, int] = {}
     for rec in records:
         for stage, u in (rec.get("usage") or {}).items():
             agg = stages.setdefault(stage, {"seconds": 0.0, "lm_calls": 0, "input_tokens": 0, "output_tokens": 0,
@@ -27,6 +28,8 @@ def usage_summary(records: list[dict[str, Any]], roles: tuple[str, ...]) -> dict
                 agg[k] += u.get(k, 0)
         for stage in rec.get("fallbacks") or {}:
             fallbacks[stage] = fallbacks.get(stage, 0) + 1
+        for stage in rec.get("degenerate") if isinstance(rec.get("degenerate"), dict) else {}:
+            degenerate[stage] = degenerate.get(stage, 0) + 1
     verdicts = [v for r in records for v in (r.get("grounding") or [])]
     n = max(len(records), 1)
     total_calls = sum(s["lm_calls"] for s in stages.values())
@@ -41,6 +44,11 @@ def usage_summary(records: list[dict[str, Any]], roles: tuple[str, ...]) -> dict
         # over the cases where the stage ran (a case without a note runs stage 1 only)
         "parse_success_rate": {s: 1 - fallbacks.get(s, 0) / runs for s in roles
                                if (runs := sum(1 for r in records if s in (r.get("usage") or {})))},
+        # replies that parsed but said nothing: every score equal, no citation at all (per case), and a question or
+        # an answer word for word the same as another case's (an LM that ignores its input)
+        "degenerate": {**degenerate, **{f"{k}_repeated": n for k, n in repeated_outputs(records).items() if n}},
+        "useful_rate": {s: 1 - (fallbacks.get(s, 0) + degenerate.get(s, 0)) / runs for s in roles
+                        if (runs := sum(1 for r in records if s in (r.get("usage") or {})))},
         "dropped_ids": sum(r.get("dropped_ids") or 0 for r in records),
         "grounding": {"answer_sentences": len(verdicts),
                       "unsupported": sum(flagged(v) for v in verdicts),
@@ -50,6 +58,20 @@ def usage_summary(records: list[dict[str, Any]], roles: tuple[str, ...]) -> dict
                                                     for r in records)} if verdicts else None,
         "note": "lm_calls counts calls that reached the model; DSPy cache hits report no usage and are not counted",
     }
+
+
+def repeated_outputs(records: list[dict[str, Any]]) -> dict[str, int]:
+    """Per text field (clinician_question, answer), the cases whose text is word for word another case's, among
+    cases with different inputs (a case run twice is not counted)."""
+    out = {}
+    for field in ("clinician_question", "answer"):
+        seen: dict[str, set[str]] = {}
+        for rec in records:
+            text = rec.get(field)
+            if isinstance(text, str) and text.strip():
+                seen.setdefault(" ".join(text.split()).lower(), set()).add(str(rec.get("case_id")))
+        out[field] = sum(len(ids) for ids in seen.values() if len(ids) > 1)
+    return out
 
 
 def _fmt(v: Any) -> str:
@@ -86,6 +108,7 @@ def report_markdown(cfg: DictConfig, usage: dict[str, Any], scores: dict[str, An
     lines = [f"# clinprog run: program={cfg.program.name}", "", f"- stages: {describe_stages(cfg)}",
              f"- cases: {usage['cases']}", f"- LM calls per case: {usage['lm_calls_per_case']:.2f}",
              f"- seconds per case: {usage['seconds_per_case']:.2f}", f"- fallbacks: {counts(usage['fallbacks'])}",
+             f"- degenerate outputs (parsed, said nothing): {counts(usage.get('degenerate') or {})}",
              f"- unknown ids dropped: {usage['dropped_ids']}",
              f"- markup stripped from LM outputs (repairs): {counts(repairs)}",
              "- grounding: " + (f"{usage['grounding']['unsupported']} of {usage['grounding']['answer_sentences']} answer "

@@ -33,6 +33,7 @@ def readable(record: dict[str, Any]) -> dict[str, Any]:
             "evidence_ids": texts(record.get("evidence_ids")),
             "scores": {str(k): n for k, v in mapping(record.get("scores")).items() if (n := integer(v)) is not None},
             "fallbacks": {str(k): v for k, v in mapping(record.get("fallbacks")).items()},
+            "degenerate": {str(k): v for k, v in mapping(record.get("degenerate")).items()},
             # null (no grounding check) stays null; a list keeps its well-formed entries
             "grounding": verdicts if isinstance(record.get("grounding"), list) else None,
             "alignment": [{"answer_id": text(a.get("answer_id")) or "?", "evidence_id": texts(a.get("evidence_id"))}
@@ -161,15 +162,18 @@ def case_section(case: Case, record: dict[str, Any], key: KeyCase | None) -> str
     if key is not None:
         errors = len(selected ^ key.essential)
     unsupported = sum(flagged(v) for v in record["grounding"] or [])
-    fallbacks = record["fallbacks"]
+    fallbacks, empty = record["fallbacks"], record["degenerate"]
     badges = [f'<span class="{"bad" if errors else "good"}">{errors} evidence disagreements with gold</span>'
               if key is not None else "",
               f'<span class="warn">fallbacks: {", ".join(echo(f) for f in fallbacks)}</span>' if fallbacks else "",
+              # a reply that parsed but said nothing: as visible as a fallback
+              f'<span class="warn">degenerate output: {", ".join(echo(f"{k}: {v}") for k, v in empty.items())}'
+              '</span>' if empty else "",
               f'<span class="bad">{unsupported} unsupported sentences</span>' if unsupported else "",
               f'<span class="muted">{seconds(record["seconds"])}</span>']
     gold_q = f"<p><strong>Reference question:</strong> {echo(case.clinician_question)}</p>" if case.clinician_question else ""
     return (f'<section class="case" id="case-{esc(case.case_id)}" data-errors="{int(errors > 0)}" '
-            f'data-fallbacks="{int(bool(fallbacks))}" data-unsupported="{int(unsupported > 0)}">'
+            f'data-fallbacks="{int(bool(fallbacks or empty))}" data-unsupported="{int(unsupported > 0)}">'
             f'<h2>Case {echo(case.case_id)}</h2><div class="badges">{"".join(badges)}</div>'
             f'<div class="grid"><div><h3>Patient narrative</h3><p>{_marked_narrative(case)}</p>'
             f'<p><strong>Clinician question:</strong> {echo(record["clinician_question"])}</p>'
@@ -248,7 +252,8 @@ def render(cfg: Any, cases: list[Case], key: dict[str, KeyCase] | None, records:
     summary = (f"<p>program={esc(cfg.program.name)}; stages: {esc(describe_stages(cfg))}; "
                f"{esc(usage.get('cases', 0))} cases, {seconds(usage.get('seconds_per_case'))} and "
                f"{'?' if per_case is None else f'{per_case:.2f}'} LM calls per case; fallbacks: "
-               f"{echo(usage.get('fallbacks') or 'none')}; markup repairs: {echo(repairs or 'none')}; grounding: "
+               f"{echo(usage.get('fallbacks') or 'none')}; degenerate outputs: {echo(usage.get('degenerate') or 'none')}; "
+               f"markup repairs: {echo(repairs or 'none')}; grounding: "
                f"{esc(grounding.get('unsupported', 0))} of {esc(grounding.get('answer_sentences', 0))} answer "
                "sentences unsupported</p>")
     charts = (bar_chart("seconds per stage (all cases)", [(k, v["seconds"]) for k, v in stages.items()], " s")

@@ -53,6 +53,28 @@ def build_search(cfg: DictConfig):
                              max_passages=int(cfg.program.search.max_passages))
 
 
+def degenerate_counts(records: list[dict[str, Any]]) -> dict[str, int]:
+    """Notes where a role answered without saying anything usable: every agent step unparsable, every review of a
+    proposal unparsable (scored 1 by rule), or a review panel giving every criterion the same score. Records of the
+    older format (episodes as text) count as nothing."""
+
+    def dicts(value: Any) -> list[dict[str, Any]]:
+        return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+    out = {"agent": 0, "evaluator": 0, "evaluator_all_same": 0}
+    for r in records:
+        episodes = dicts(r.get("episodes"))
+        steps = [s for e in episodes for s in dicts(e.get("steps"))]
+        out["agent"] += bool(steps) and not any(s.get("parsed") for s in steps)
+        for e in episodes:
+            reviews = dicts(e.get("reviews"))
+            if reviews and all(rv.get("score") is None for rv in reviews):
+                out["evaluator"] += 1
+            elif len(reviews) >= 3 and len({rv.get("score") for rv in reviews}) == 1:
+                out["evaluator_all_same"] += 1
+    return {k: v for k, v in out.items() if v}
+
+
 class MediqaCorrContract(ProgramContract[Note]):
     name = "mediqa_corr"
     unit = "note"
@@ -191,7 +213,24 @@ class MediqaCorrContract(ProgramContract[Note]):
         # Every LM request the loop makes (cache hits included): steps + reviews + reflexions + the final parse.
         requests = [r["react_steps"] + sum(len(s) for s in r["review_scores"]) + r["reflexion_turns"]
                     + (r["outcome"] == "accepted") for r in records]
+        stages: dict[str, dict[str, float]] = {}
+        for r in records:
+            for role, u in (r.get("usage") or {}).items():
+                agg = stages.setdefault(role, {"seconds": 0.0, "lm_calls": 0, "input_tokens": 0, "output_tokens": 0})
+                for k in agg:
+                    agg[k] += u.get(k, 0) if isinstance(u.get(k, 0), int | float) else 0
+        steps = sum(r["react_steps"] for r in records)
+        agent = stages.get("agent", {})
         return {"notes": len(records), "lm_requests_per_note": sum(requests) / n,
+                # what a note costs: per role in total, and the agent per step (one LM call each)
+                "stages": stages,
+                "input_tokens_per_note": sum(s["input_tokens"] for s in stages.values()) / n,
+                "seconds_per_agent_step": agent.get("seconds", 0.0) / steps if steps else None,
+                "input_tokens_per_agent_step": agent.get("input_tokens", 0) / steps if steps else None,
+                # the documented fallback line (no accepted correction after the last episode: "no error") and
+                # replies that parsed but said nothing
+                "fallbacks": {"no_accepted_answer": outcomes.get("no_error_after_max_episodes", 0)},
+                "degenerate": degenerate_counts(records),
                 "lm_calls_per_note": mean("lm_calls"), "react_steps_per_note": mean("react_steps"),
                 "searches_per_note": mean("searches"), "reflexion_turns_per_note": mean("reflexion_turns"),
                 "seconds_per_note": mean("seconds"), "parse_failures": sum(r["parse_failures"] for r in records),
@@ -209,6 +248,7 @@ class MediqaCorrContract(ProgramContract[Note]):
                  f"- searches per note: {usage['searches_per_note']:.2f}",
                  f"- reflexion turns per note: {usage['reflexion_turns_per_note']:.2f}",
                  f"- seconds per note: {usage['seconds_per_note']:.2f}", f"- outcomes: {counts(usage['outcomes'])}",
+                 f"- fallbacks: {counts(usage.get('fallbacks'))}; degenerate outputs: {counts(usage.get('degenerate'))}",
                  f"- markup stripped from LM outputs (repairs): {counts((usage.get('repairs') or {}).get('stages'))}"]
         if scores:
             lines += ["", "## Scores", ""] + [f"- {k}: {scores[k]:.4f}" if scores.get(k) is not None

@@ -84,7 +84,7 @@ class MedReActNMedReFlex(dspy.Module):
                     f"- {r.criterion}: {r.score if r.score is not None else 'unparsable'} ({r.reasoning[:200]})"
                     for r in verdict.reviews)
             with ledger.stage("reflexion", self._role_lms.get("reflexion")):
-                lesson = self.reflexion(note.numbered(), episode.history(), feedback)
+                lesson = self.reflexion(note.numbered(), episode.history(self.react.history_tokens), feedback)
                 ledger.repaired("reflexion", lesson.get("repairs", 0))
             memory.append(lesson.reflection)
             seen["reflection"] = cap(memory[-1], TEXT_CAP)

@@ -8,6 +8,7 @@ from typing import Any
 
 import dspy
 
+from common.errors import ConfigError
 from common.failures import RECOVERABLE, describe
 from common.markup import without_markup
 from signatures.constrained import with_output_schema
@@ -50,6 +51,20 @@ class Step:
             return f"{head}\n{self.note}" if self.note else f"{head}(sentence {self.sentence_id}: {self.corrected})"
         return head
 
+    def without_results(self) -> str:
+        """The step with its search results left out (the history budget's first cut)."""
+        if self.action != "search" or not self.parsed:
+            return self.text()
+        head = f"Step {self.n}:\nObservation: {self.observation}\nThought: {self.thought}\nAction: {self.action}"
+        return f"{head}({self.query})\nSearch results: (left out: history budget)"
+
+    def action_only(self) -> str:
+        """The step as its action alone (the history budget's second cut)."""
+        if not self.parsed:
+            return self.text()
+        what = f"search({self.query})" if self.action == "search" else self.action
+        return f"Step {self.n}: {what} (observation and thought left out: history budget)"
+
     def as_record(self, limit: int) -> dict[str, Any]:
         """The step for predictions.jsonl; free texts capped at `limit` characters (passage ids/titles are not)."""
         texts = ("observation", "thought", "query", "results", "corrected", "note")
@@ -67,8 +82,22 @@ class Episode:
     parse_failures: int = 0
     repairs: int = 0                          # output fields whose leaked markup was stripped
 
-    def history(self) -> str:
-        return "\n\n".join(s.text() for s in self.steps) if self.steps else "(none yet)"
+    def history(self, budget_tokens: int | None = None) -> str:
+        """The steps as the agent reads them back. With `budget_tokens`, a history over the budget (counted as
+        characters / 4, a tokenizer-free estimate) drops the oldest steps' search results first, then shortens the
+        oldest steps to their action; the newest step is always whole. Each cut says what was left out."""
+        if not self.steps:
+            return "(none yet)"
+        texts = [s.text() for s in self.steps]
+        if budget_tokens is None:
+            return "\n\n".join(texts)
+        limit = 4 * budget_tokens
+        for shorten in (Step.without_results, Step.action_only):
+            for i in range(len(texts) - 1):
+                if sum(map(len, texts)) <= limit:
+                    return "\n\n".join(texts)
+                texts[i] = shorten(self.steps[i])
+        return "\n\n".join(texts)
 
     def clean(self, text: str | None) -> str:
         """An output field without leaked markup (unchanged, whitespace included, when it had none); counted."""
@@ -84,9 +113,15 @@ def passage_refs(result: Any) -> list[dict[str, str]]:
 
 
 class MedReAct(dspy.Module):
-    def __init__(self, max_steps: int, search: Callable[..., str] | None = None) -> None:
+    def __init__(self, max_steps: int, search: Callable[..., str] | None = None,
+                 history_tokens: int | None = None) -> None:
         super().__init__()
+        if history_tokens is not None and (isinstance(history_tokens, bool) or not isinstance(history_tokens, int)
+                                           or history_tokens < 1):
+            raise ConfigError(f"program.react.history_tokens must be null or a whole number >= 1, not "
+                              f"{str(history_tokens)[:40]!r}")
         self.max_steps = max_steps
+        self.history_tokens = history_tokens  # the budget of the earlier steps in each prompt (null: no bound)
         self.search = search
         self.step = dspy.Predict(MedReActStep)
 
@@ -111,7 +146,7 @@ class MedReAct(dspy.Module):
         memory = "\n".join(f"- {r}" for r in reflections) or "(none)"
         for n in range(1, self.max_steps + 1):
             try:
-                out = self.step(clinical_text=note.numbered(), reflections=memory, history=episode.history(),
+                out = self.step(clinical_text=note.numbered(), reflections=memory, history=episode.history(self.history_tokens),
                                 signature=signature)
             except RECOVERABLE as exc:
                 episode.parse_failures += 1
