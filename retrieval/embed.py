@@ -14,6 +14,7 @@ from common.cpu import single_thread_products, threads_for_step, threads_setting
 from common.packaged import resolve_model_path
 from retrieval.passage import RetrievalError
 
+_SHARED_BATCH = 16  # rows per batch whatever the thread count
 _BUCKET = 16  # tokens: a text is padded to its own length rounded up to this (see Embedder._vectors)
 
 
@@ -114,8 +115,10 @@ class Embedder:
         buckets: dict[int, list[int]] = {}
         for i, n in enumerate(lengths):
             buckets.setdefault(min(limit, -(-int(n) // _BUCKET) * _BUCKET), []).append(i)
-        # batches of at most batch_size, and at least `workers` of them when there are enough texts to share
-        size = max(1, min(self.batch_size, -(-len(texts) // workers)))
+        # batches of a size that does not depend on the thread count: a matrix product's kernel (its blocking over
+        # rows) is chosen by the row count, so a size taken from the workers changed vectors on AVX2 kernels (the
+        # thread-count test, under load); small enough that 2+ threads have batches to share
+        size = max(1, min(self.batch_size, _SHARED_BATCH))
         batches = [(width, rows[j:j + size]) for width, rows in sorted(buckets.items())
                    for j in range(0, len(rows), size)]
 
