@@ -76,14 +76,10 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _cache_dir() -> Path:
-    return merge_cache_dir()
-
-
 def joined_model(model: PartedModel, cache: Path | None = None) -> Path:
     """The joined GGUF in the model cache: written once (to a temporary name, then renamed, so a killed join
     leaves no file that looks complete), its size and sha256 checked before the first load in this process."""
-    target = (cache or _cache_dir()) / model.name
+    target = (cache or merge_cache_dir()) / model.name
     with _LOCK:
         if _CHECKED.get(target):
             return target

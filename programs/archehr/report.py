@@ -32,6 +32,8 @@ def usage_summary(records: list[dict[str, Any]], roles: tuple[str, ...]) -> dict
             degenerate[stage] = degenerate.get(stage, 0) + 1
     verdicts = [v for r in records for v in (r.get("grounding") or [])]
     n = max(len(records), 1)
+    # per role, the cases where the stage ran (a case without a note runs stage 1 only)
+    runs = {s: k for s in roles if (k := sum(1 for r in records if s in (r.get("usage") or {})))}
     total_calls = sum(s["lm_calls"] for s in stages.values())
     return {
         "cases": len(records),
@@ -41,14 +43,11 @@ def usage_summary(records: list[dict[str, Any]], roles: tuple[str, ...]) -> dict
         "retries": sum(s["retries"] for s in stages.values()),
         "seconds_per_case": sum(r.get("seconds", 0.0) for r in records) / n,
         "fallbacks": fallbacks,
-        # over the cases where the stage ran (a case without a note runs stage 1 only)
-        "parse_success_rate": {s: 1 - fallbacks.get(s, 0) / runs for s in roles
-                               if (runs := sum(1 for r in records if s in (r.get("usage") or {})))},
+        "parse_success_rate": {s: 1 - fallbacks.get(s, 0) / k for s, k in runs.items()},
         # replies that parsed but said nothing: every score equal, no citation at all (per case), and a question or
         # an answer word for word the same as another case's (an LM that ignores its input)
         "degenerate": {**degenerate, **{f"{k}_repeated": n for k, n in repeated_outputs(records).items() if n}},
-        "useful_rate": {s: 1 - (fallbacks.get(s, 0) + degenerate.get(s, 0)) / runs for s in roles
-                        if (runs := sum(1 for r in records if s in (r.get("usage") or {})))},
+        "useful_rate": {s: 1 - (fallbacks.get(s, 0) + degenerate.get(s, 0)) / k for s, k in runs.items()},
         "dropped_ids": sum(r.get("dropped_ids") or 0 for r in records),
         "grounding": {"answer_sentences": len(verdicts),
                       "unsupported": sum(flagged(v) for v in verdicts),
