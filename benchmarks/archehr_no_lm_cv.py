@@ -37,8 +37,8 @@ from hydra.utils import instantiate  # noqa: E402
 
 from common.config_groups import compose_config  # noqa: E402
 from optimizers.logistic import LogisticFit  # noqa: E402
-from programs.archehr.no_lm.evidence import is_header  # noqa: E402
-from programs.archehr.no_lm.similarity import cosine_matrix  # noqa: E402
+from programs.archehr.shared.note_layout import is_header  # noqa: E402
+from programs.archehr.shared.similarity import cosine_matrix  # noqa: E402
 from runners.program import contract_for  # noqa: E402
 from tasks.archehr.data import load_cases, load_key  # noqa: E402
 from tasks.archehr.scoring import score_subtask2, score_subtask4  # noqa: E402

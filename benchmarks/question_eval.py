@@ -39,8 +39,8 @@ sys.path.insert(0, str(ROOT))
 
 from common.note_text import split_sentences  # noqa: E402
 from common.program_state import load_module_state  # noqa: E402
-from programs.archehr.question_model import FinetunedQuestionInterpreter, content_stems  # noqa: E402
-from programs.archehr.question_text import (  # noqa: E402
+from programs.archehr.question.finetuned import FinetunedQuestionInterpreter, content_stems  # noqa: E402
+from programs.archehr.question.text import (  # noqa: E402
     BASELINES,
     finish_question,
     first_person,

@@ -36,8 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from common.program_state import load_module_state  # noqa: E402
-from programs.archehr.question_model import FinetunedQuestionInterpreter  # noqa: E402
-from programs.archehr.question_text import first_question_sentence, normalise_message  # noqa: E402
+from programs.archehr.question.finetuned import FinetunedQuestionInterpreter  # noqa: E402
+from programs.archehr.question.text import first_question_sentence, normalise_message  # noqa: E402
 from retrieval.embed import Embedder  # noqa: E402
 from tasks.archehr.data import load_cases, load_question_pairs  # noqa: E402
 
@@ -108,7 +108,7 @@ def as_before():
     sample found by partitioning the vocabulary, the adapter's id hashed at each use."""
     from common.parameters import LoraAdapter
     from lms.llama_batch import BatchDecoder
-    from programs.archehr import question_model
+    from programs.archehr.question import finetuned as question_model
 
     start, complete, top = BatchDecoder.start, question_model.reply_complete, question_model.top_tokens
     adapter_id = LoraAdapter.adapter_id

@@ -1,6 +1,6 @@
 """Fitting a `LogisticHead` and its selection rule, without knowing what the features are: the regression itself,
 folds, out-of-fold probabilities, the choice of the L2 strength C and of the selection rule on them. A learned
-stage's own `fit` (programs/archehr/no_lm/fitting.py) builds its design matrices and scores, and calls these."""
+stage's own `fit` (programs/archehr/evidence/fit.py, alignment/fit.py) builds its design matrices and scores, and calls these."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`optimizer=logistic`: fit every learned logistic head of the program (a sub-module with a `LogisticHead` named
-`scorer` and its own `fit`: the ArchEHR evidence and alignment stages, programs/archehr/no_lm/fitting.py), each
-against its own subtask's metric, with an optional fixed L2 strength `c`.
+`scorer` and its own `fit`: the ArchEHR evidence and alignment stages, programs/archehr/evidence/fit.py and
+alignment/fit.py), each against its own subtask's metric, with an optional fixed L2 strength `c`.
 
 `LogisticFit.compile(student, trainset=...)` is a DSPy teleprompter: it returns a copy of the student whose heads are
 fitted on the training cases (each head's `fit(trainset, valset, program=, c=)` is given the copy, so a head whose

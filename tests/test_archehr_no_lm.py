@@ -3,7 +3,7 @@
 import dspy
 import pytest
 
-from programs.archehr.no_lm.evidence import to_likert
+from programs.archehr.evidence.embedding import to_likert
 from tasks.archehr.data import AnswerSentence, Case, NoteSentence
 from tests.builders import archehr_stage, program
 

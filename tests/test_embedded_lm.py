@@ -141,7 +141,7 @@ def test_finetune_compiles_the_adapter_which_saves_and_loads_as_program_state(tm
 def test_the_grounding_judge_gets_a_typed_verdict_from_the_embedded_model(tmp_path):
     from common.config_groups import compose_config
     from lms import build_lm
-    from programs.archehr.grounding_judge import KINDS, VERDICTS, GroundingJudge
+    from programs.archehr.grounding.judge import KINDS, VERDICTS, GroundingJudge
     from runners.dspy_setup import configure_dspy
     from tasks.archehr.data import NoteSentence
 
@@ -159,7 +159,7 @@ def test_prefix_reuse_reads_a_frame_once_and_each_reply_depends_on_its_prompt_al
     """lm.client.prefix_reuse with the embedded SmolLM2 and per-sentence evidence: the note (the frame) is read once
     per case, and a case's scores are the same whether another case ran before it or not."""
     from lms.factory import embedded_lm
-    from programs.archehr.evidence import EvidenceScorer
+    from programs.archehr.evidence.lm import EvidenceScorer
     from signatures.constrained import ConstrainedJSONAdapter
     from tasks.archehr.data import NoteSentence
 

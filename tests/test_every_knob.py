@@ -266,7 +266,7 @@ def test_a_parameter_added_with_plus_is_refused_when_built():
 
     cfg = config("program=archehr", "+program.evidence.strict_threshold=5")
     with pytest.raises(ConfigError, match=r"program.evidence.strict_threshold: not a parameter of the implementation "
-                                          r"in use \(programs.archehr.no_lm.learned.LearnedEvidenceScorer\)"):
+                                          r"in use \(programs.archehr.evidence.learned.LearnedEvidenceScorer\)"):
         contract_for(cfg).build(cfg, None, embedder=shared_embedder())
 
 

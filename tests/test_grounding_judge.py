@@ -10,8 +10,8 @@ import dspy
 import pytest
 
 from common.errors import ConfigError
-from programs.archehr.grounding_judge import GroundingJudge, changed_words, sentence_examples
-from programs.archehr.verdicts import SUPPORTED
+from programs.archehr.grounding.judge import GroundingJudge, changed_words, sentence_examples
+from programs.archehr.grounding.verdicts import SUPPORTED
 from tests.builders import grounding_check, keyed_examples
 
 pytestmark = pytest.mark.unit

@@ -11,10 +11,10 @@ import pytest
 
 from common.errors import ClinprogError
 from common.parameters import LearnedStateError
-from programs.archehr.no_lm.claims import quantities, unsupported_quantities
-from programs.archehr.no_lm.clinical_lexicon import concepts
-from programs.archehr.no_lm.features import EVIDENCE_FEATURES, split_anchor
-from programs.archehr.no_lm.note_layout import layout
+from programs.archehr.evidence.features import EVIDENCE_FEATURES, split_anchor
+from programs.archehr.shared.claims import quantities, unsupported_quantities
+from programs.archehr.shared.clinical_lexicon import concepts
+from programs.archehr.shared.note_layout import layout
 from tasks.archehr.data import AnswerSentence, NoteSentence
 from tests.builders import archehr_stage, config, program, shared_embedder
 

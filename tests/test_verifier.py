@@ -15,12 +15,12 @@ import pytest
 
 from common.parameters import LearnedStateError
 from optimizers.fit_learned import FitLearned, learned_parts
+from programs.archehr.grounding.verdicts import CONTRADICTED, NOT_IN_NOTE, SUPPORTED
+from programs.archehr.grounding.verifier.module import flag_threshold
+from programs.archehr.grounding.verifier.pairs import note_pairs, training_pairs
+from programs.archehr.grounding.verifier.perturb import CONFLICT_KINDS, LABELS, perturb
+from programs.archehr.grounding.verifier.weights import VerifierWeights
 from programs.archehr.report_html import _answer
-from programs.archehr.verdicts import CONTRADICTED, NOT_IN_NOTE, SUPPORTED
-from programs.archehr.verifier.module import flag_threshold
-from programs.archehr.verifier.pairs import note_pairs, training_pairs
-from programs.archehr.verifier.perturb import CONFLICT_KINDS, LABELS, perturb
-from programs.archehr.verifier.weights import VerifierWeights
 from tasks.archehr.data import Case, KeyCase, NoteSentence
 from tests.builders import config, grounding_check, keyed_examples, shared_embedder
 

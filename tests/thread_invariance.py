@@ -13,7 +13,7 @@ import numpy as np
 def main() -> None:
     import torch
 
-    from programs.archehr.verifier.features import TokenAligner
+    from programs.archehr.grounding.verifier.features import TokenAligner
     from tasks.archehr.data import load_cases
     from tests.builders import shared_embedder
     from tests.conftest import ROOT

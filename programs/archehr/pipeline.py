@@ -8,8 +8,8 @@ import dspy
 
 from common.note_text import split_sentences
 from common.usage import UsageLedger
+from programs.archehr.grounding.verdicts import SUPPORTED
 from programs.archehr.stages import AlignmentStage, AnswerStage, EvidenceStage, QuestionStage, check_anchor
-from programs.archehr.verdicts import SUPPORTED
 from tasks.archehr.data import AnswerSentence, Case
 
 ROLES = ("question", "evidence", "answer", "alignment")

@@ -11,9 +11,9 @@ from common.config_groups import chosen_name
 from common.coverage import describe
 from common.report_text import counts
 from lms.describe import lm_model
+from programs.archehr.grounding.verdicts import CONTRADICTED, NOT_IN_NOTE, flagged
 from programs.archehr.pipeline import ROLES
 from programs.archehr.stages import uses_lm
-from programs.archehr.verdicts import CONTRADICTED, NOT_IN_NOTE, flagged
 
 
 def usage_summary(records: list[dict[str, Any]], roles: tuple[str, ...]) -> dict[str, Any]:

@@ -9,9 +9,9 @@ from typing import Any
 
 from common.html import bar_chart, echo, esc, filters, page, table
 from common.record_fields import entries, integer, mapping, number, seconds, text, texts
-from programs.archehr.question_text import first_person, opening
+from programs.archehr.grounding.verdicts import flagged
+from programs.archehr.question.text import first_person, opening
 from programs.archehr.report import describe_stages
-from programs.archehr.verdicts import flagged
 from tasks.archehr.data import Case, KeyCase
 from tasks.archehr.scoring import score_subtask2
 

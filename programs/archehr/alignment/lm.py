@@ -96,8 +96,8 @@ class AnswerAligner(dspy.Module):
             return [None] * len(answer_sentences)
         if self.embedder is None:
             raise ConfigError("program.alignment.candidates needs the program's embedder")
-        from programs.archehr.no_lm.evidence import is_header
-        from programs.archehr.no_lm.similarity import cosine_matrix
+        from programs.archehr.shared.note_layout import is_header
+        from programs.archehr.shared.similarity import cosine_matrix
 
         pool = [s for s in sentences if not is_header(s.text)] or sentences
         sims = cosine_matrix(self.embedder, [a.text for a in answer_sentences], [s.text for s in pool])

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import dspy
 
-from programs.archehr.no_lm.evidence import is_header
-from programs.archehr.no_lm.lexical import bm25_scores
-from programs.archehr.no_lm.similarity import cosine_matrix
+from programs.archehr.shared.lexical import bm25_scores
+from programs.archehr.shared.note_layout import is_header
+from programs.archehr.shared.similarity import cosine_matrix
 from retrieval.embed import Embedder
 from tasks.archehr.data import AnswerSentence, NoteSentence
 

@@ -17,8 +17,8 @@ from typing import Any
 import dspy
 
 from common.errors import ConfigError
-from programs.archehr.no_lm.evidence import is_header
-from programs.archehr.no_lm.similarity import cosine_matrix
+from programs.archehr.shared.note_layout import is_header
+from programs.archehr.shared.similarity import cosine_matrix
 from programs.archehr.text import check_answer_limits, soft_cut
 from tasks.archehr.data import NoteSentence
 

@@ -14,18 +14,15 @@ import math
 import dspy
 
 from common.errors import ConfigError
-from programs.archehr.evidence import select_by_likert
-from programs.archehr.no_lm.lexical import bm25_scores
-from programs.archehr.no_lm.similarity import cosine_matrix
+from programs.archehr.evidence.lm import select_by_likert
+from programs.archehr.shared.lexical import bm25_scores
+from programs.archehr.shared.note_layout import is_header
+from programs.archehr.shared.similarity import cosine_matrix
 from programs.archehr.stages import check_anchor
 from retrieval.embed import Embedder
 from tasks.archehr.data import NoteSentence
 
 DEFAULT_CUTS = (0.5, 0.7, 0.8, 0.95)
-
-
-def is_header(text: str) -> bool:
-    return text.rstrip().endswith(":") and len(text.split()) <= 6
 
 
 def to_likert(similarity: float, cuts: tuple[float, ...]) -> int:

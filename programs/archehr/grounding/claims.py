@@ -16,16 +16,16 @@ check").
 from __future__ import annotations
 
 from common.errors import ConfigError
-from programs.archehr.grounding import GroundingCheck, NoteFacts, content, verdict_of
-from programs.archehr.no_lm.claims import (
+from programs.archehr.grounding.similarity import GroundingCheck, NoteFacts, content, verdict_of
+from programs.archehr.shared.claims import (
     contradictions,
     named_drugs,
     named_terms,
     quantities,
     unsupported_quantities,
 )
-from programs.archehr.no_lm.clinical_lexicon import TESTS, words
-from programs.archehr.no_lm.similarity import cosine_matrix
+from programs.archehr.shared.clinical_lexicon import TESTS, words
+from programs.archehr.shared.similarity import cosine_matrix
 from retrieval.embed import Embedder
 from tasks.archehr.data import NoteSentence
 

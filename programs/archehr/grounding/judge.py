@@ -29,10 +29,10 @@ import dspy
 from common.errors import ConfigError
 from common.failures import RECOVERABLE, StageOutputError
 from common.markup import strip_markup
+from programs.archehr.grounding.verdicts import CONTRADICTED, NOT_IN_NOTE, SUPPORTED
+from programs.archehr.grounding.verifier.pairs import MAX_PREMISE_SENTENCES
+from programs.archehr.grounding.verifier.perturb import CONFLICT_KINDS, perturb
 from programs.archehr.text import numbered
-from programs.archehr.verdicts import CONTRADICTED, NOT_IN_NOTE, SUPPORTED
-from programs.archehr.verifier.pairs import MAX_PREMISE_SENTENCES
-from programs.archehr.verifier.perturb import CONFLICT_KINDS, perturb
 from signatures.archehr import JudgeGrounding
 from signatures.constrained import reply_bound, with_output_schema
 from tasks.archehr.data import NoteSentence

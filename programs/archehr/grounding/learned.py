@@ -1,4 +1,4 @@
-"""Grounding by the rules of `grounding_claims.py` and a learned verifier (`verifier/module.py`): an answer sentence
+"""Grounding by the rules of `claims.py` and a learned verifier (`verifier/module.py`): an answer sentence
 is flagged when either flags it (`rules: false` uses the verifier alone). Each verdict carries the verifier's
 probability, kind of conflict and the note sentence it conflicts with under `verifier`; the verdict is the
 verifier's when it flags (contradicted / not in the note), else the rules'. With `judge: lm` the verifier is the LM
@@ -8,11 +8,11 @@ judge's first pass: `judge_from` is the verifier's probability from which a sent
 from __future__ import annotations
 
 from common.errors import ConfigError
-from programs.archehr.grounding import NoteFacts
-from programs.archehr.grounding_claims import ClaimsGroundingCheck
-from programs.archehr.no_lm.similarity import cosine_matrix
-from programs.archehr.verdicts import SUPPORTED
-from programs.archehr.verifier.module import LearnedVerifier
+from programs.archehr.grounding.claims import ClaimsGroundingCheck
+from programs.archehr.grounding.similarity import NoteFacts
+from programs.archehr.grounding.verdicts import SUPPORTED
+from programs.archehr.grounding.verifier.module import LearnedVerifier
+from programs.archehr.shared.similarity import cosine_matrix
 from retrieval.embed import Embedder
 from tasks.archehr.data import NoteSentence
 

@@ -21,12 +21,12 @@ import dspy
 
 from common.errors import ConfigError
 from common.failures import RECOVERABLE, describe
-from programs.archehr.grounding_judge import GroundingJudge
-from programs.archehr.no_lm.evidence import is_header
-from programs.archehr.no_lm.lexical import tokens
-from programs.archehr.no_lm.similarity import cosine_matrix
+from programs.archehr.grounding.judge import GroundingJudge
+from programs.archehr.grounding.verdicts import CONTRADICTED, NOT_IN_NOTE, SUPPORTED, flagged
+from programs.archehr.shared.lexical import tokens
+from programs.archehr.shared.note_layout import is_header
+from programs.archehr.shared.similarity import cosine_matrix
 from programs.archehr.text import soft_cut
-from programs.archehr.verdicts import CONTRADICTED, NOT_IN_NOTE, SUPPORTED, flagged
 from retrieval.embed import Embedder
 from tasks.archehr.data import NoteSentence
 

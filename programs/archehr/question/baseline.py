@@ -1,6 +1,6 @@
 """Stage 1 by a trivial baseline: a sentence of the message, cut to `max_words` (no LM, no weights).
 
-What a learned question stage must beat (`question_finetune.review_questions`), and the no-LM fallback of the
+What a learned question stage must beat (`question/finetune.py`'s `review_questions`), and the no-LM fallback of the
 LM question stage: the patient's own words, never an invented question."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import dspy
 
 from common.errors import ConfigError
-from programs.archehr.question_text import BASELINES, normalise_message
+from programs.archehr.question.text import BASELINES, normalise_message
 from programs.archehr.text import truncate_words
 
 

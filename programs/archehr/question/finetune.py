@@ -1,4 +1,4 @@
-"""How `optimizer=finetune` trains the question stage (programs/archehr/question_model.py): which examples, the
+"""How `optimizer=finetune` trains the question stage (programs/archehr/question/finetuned.py): which examples, the
 prompts and targets it learns from, what it keeps with the adapter (the instructions, the opening prior, the register
 head) and how the result is reviewed against the trivial baselines. The stage's `finetune_*` methods call these;
 optimizers/finetune.py holds the LoRA training loop and knows no stage.
@@ -19,7 +19,7 @@ import dspy
 import numpy as np
 
 from common.logistic_fit import fit_scorer
-from programs.archehr.question_text import BASELINES, fit_to_budget, normalise_message, opening
+from programs.archehr.question.text import BASELINES, fit_to_budget, normalise_message, opening
 from programs.archehr.text import truncate_words
 
 

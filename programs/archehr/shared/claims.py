@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from programs.archehr.no_lm.clinical_lexicon import concepts, drug_class, words
+from programs.archehr.shared.clinical_lexicon import concepts, drug_class, words
 
 # unit -> (dimension, factor to the dimension's base unit)
 _UNITS: dict[str, tuple[str, float]] = {
@@ -105,6 +105,14 @@ def quantities(text: str) -> tuple[Quantity, ...]:
             if raw:
                 out.append(Quantity(_number(raw), _number(raw) * factor, dimension, m.group(0).strip()))
     return tuple(out)
+
+
+_PLACEHOLDER = re.compile(r"\[\*\*[^\]]*\*\*\]")
+
+
+def content_quantities(text: str) -> tuple:
+    """The quantities of a sentence outside its de-identification placeholders (a shifted date is no claim)."""
+    return quantities(_PLACEHOLDER.sub(" ", text))
 
 
 def unsupported_quantities(claimed: tuple[Quantity, ...], pool: tuple[Quantity, ...],

@@ -1,5 +1,6 @@
 """The selection rules of the learned heads (which sentences, which links, from their probabilities): used by the
-stages when they run (learned.py) and by their fit when it chooses the rule (fitting.py)."""
+stages when they run (evidence/learned.py, alignment/learned.py) and by their fit when it chooses the rule
+(evidence/fit.py, alignment/fit.py)."""
 
 from __future__ import annotations
 

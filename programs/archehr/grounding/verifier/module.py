@@ -23,11 +23,11 @@ import numpy as np
 
 from common.errors import ClinprogError, ConfigError
 from common.logistic_fit import standardisation
-from programs.archehr.verdicts import CONTRADICTED, NOT_IN_NOTE, SUPPORTED
-from programs.archehr.verifier.features import TokenAligner, feature_names
-from programs.archehr.verifier.pairs import MAX_PREMISE_SENTENCES, Pair, cited_answers, note_pairs, training_pairs
-from programs.archehr.verifier.perturb import CONFLICT_KINDS, LABELS
-from programs.archehr.verifier.weights import VerifierWeights
+from programs.archehr.grounding.verdicts import CONTRADICTED, NOT_IN_NOTE, SUPPORTED
+from programs.archehr.grounding.verifier.features import TokenAligner, feature_names
+from programs.archehr.grounding.verifier.pairs import MAX_PREMISE_SENTENCES, Pair, cited_answers, note_pairs, training_pairs
+from programs.archehr.grounding.verifier.perturb import CONFLICT_KINDS, LABELS
+from programs.archehr.grounding.verifier.weights import VerifierWeights
 from tasks.archehr.data import NoteSentence
 
 NO_TRAINING_PAIRS = ("the verifier's training cases have no reference answer sentences with citations (data.train "

@@ -13,9 +13,9 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from programs.archehr.no_lm.evidence import is_header
-from programs.archehr.verdicts import NOT_IN_NOTE, SUPPORTED
-from programs.archehr.verifier.perturb import CONFLICT_KINDS, LABELS, perturb
+from programs.archehr.grounding.verdicts import NOT_IN_NOTE, SUPPORTED
+from programs.archehr.grounding.verifier.perturb import CONFLICT_KINDS, LABELS, perturb
+from programs.archehr.shared.note_layout import is_header
 from tasks.archehr.data import Case, KeyCase
 
 MAX_PREMISE_SENTENCES = 3

@@ -14,7 +14,7 @@ import random
 import re
 from collections.abc import Callable
 
-from programs.archehr.verdicts import NOT_IN_NOTE, SUPPORTED
+from programs.archehr.grounding.verdicts import NOT_IN_NOTE, SUPPORTED
 
 # the verdict labels of the verifier, in the order of its output: 0 supported, then the kinds of conflict
 CONFLICT_KINDS = ("negation", "direction", "quantity", "side/site", "reason/attribution", "time/order")

@@ -1,0 +1,82 @@
+"""Stage 4 without an LM, learned: P(cited) per (answer sentence, note sentence) pair from a logistic scorer over
+features (alignment/features.py) and a selection rule, both fitted against Subtask 4's metric by its own `fit`
+(alignment/fit.py), which `optimizer=logistic` (optimizers/logistic.py) calls. The scorer is a DSPy parameter of the
+stage (`scorer`, a `common.parameters.LogisticHead`): saved by `program.save()` and loaded with the compiled program
+(`program.compiled`, by default the shipped one).
+
+Per answer sentence the pairs with P >= `threshold` and >= `relative` x its best, at most `max_citations`, at least
+`min_links`. The fitted values come from the state; a value set in the stage's config overrides the state's (for
+sweeps). The evidence twin: evidence/learned.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dspy
+import numpy as np
+
+from common.errors import ConfigError
+from common.parameters import LogisticHead
+from programs.archehr.alignment.features import ALIGNMENT_FEATURE_SET, ALIGNMENT_FEATURES, alignment_features
+from programs.archehr.shared.heads import check_override, fitted_selection, training_cases
+from programs.archehr.shared.note_layout import is_header
+from programs.archehr.shared.selection import select_links
+from retrieval.embed import Embedder
+from tasks.archehr.data import AnswerSentence, NoteSentence
+
+
+class LearnedAligner(dspy.Module):
+    """P(cited) per (answer sentence, note sentence) pair from a fitted logistic scorer."""
+
+    uses_lm = False
+
+    def __init__(self, embedder: Embedder, max_citations: int = 3, threshold: float | None = None,
+                 relative: float | None = None, min_links: int | None = None) -> None:
+        super().__init__()
+        self.embedder = embedder
+        where = "program.alignment"
+        if isinstance(max_citations, bool) or not isinstance(max_citations, int) or max_citations < 1:
+            raise ConfigError(f"{where}.max_citations must be an integer >= 1, not {max_citations!r}")
+        self.max_citations = max_citations
+        self.overrides = {"threshold": check_override(where, "threshold", threshold, 0.0, 1.0),
+                          "relative": check_override(where, "relative", relative, 0.0, 1.0),
+                          "min_links": check_override(where, "min_links", min_links, 0, None, integer=True)}
+        self.scorer = LogisticHead(ALIGNMENT_FEATURE_SET, ALIGNMENT_FEATURES, embedder.name)
+
+    def selection(self) -> dict[str, Any]:
+        return fitted_selection(self.scorer, self.overrides, "program.alignment")
+
+    def preflight(self, trainset: list[dspy.Example]) -> None:
+        """What fit needs of `trainset` (cases with a note and a key), checked before the compile's scoring."""
+        training_cases(trainset, "the learned alignment head")
+
+    def fit(self, trainset: list[dspy.Example], valset: list[dspy.Example] | None = None, program: Any = None,
+            c: float | None = None) -> dict[str, Any]:
+        """Fit the scorer and its selection rule on the training cases' reference answer sentences and citations
+        (alignment/fit.py)."""
+        from programs.archehr.alignment.fit import fit_alignment_head
+
+        part = fit_alignment_head(trainset, self.embedder, self.max_citations, c)
+        head = part["scorer"]
+        self.scorer.set(head.mean, head.scale, head.coef, head.intercept, part["selection"], part["fit"])
+        return part["fit"]
+
+    def probabilities(self, answer_sentences: list[AnswerSentence], candidates: list[NoteSentence]) -> np.ndarray:
+        x = alignment_features(self.embedder, [a.text for a in answer_sentences], [s.text for s in candidates])
+        return self.scorer.probabilities(x)
+
+    def forward(self, answer_sentences: list[AnswerSentence], sentences: list[NoteSentence]) -> dspy.Prediction:
+        candidates = [s for s in sentences if not is_header(s.text)]
+        if not answer_sentences or not candidates:
+            return dspy.Prediction(alignment=[{"answer_id": a.id, "evidence_id": []} for a in answer_sentences],
+                                   dropped_ids=0, fallback=None)
+        rule = self.selection()
+        p = self.probabilities(answer_sentences, candidates)
+        alignment = []
+        for answer, row in zip(answer_sentences, p, strict=True):
+            links = select_links(row, float(rule["threshold"]), float(rule["relative"]), self.max_citations,
+                                 int(rule["min_links"]))
+            alignment.append({"answer_id": answer.id, "evidence_id": sorted((candidates[j].id for j in links),
+                                                                            key=[s.id for s in candidates].index)})
+        return dspy.Prediction(alignment=alignment, dropped_ids=0, fallback=None)
