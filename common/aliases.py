@@ -8,15 +8,24 @@ entry in `ALIASES` keeps those working until the next release, which deletes the
 fingerprint all carry the new name, and a run started with the old name resumes with the new one), and
 tests/test_aliases.py composes every entry against its new name. Not an alias: a name whose meaning went with it
 (`program/archehr/question=rule`, deleted in #26) stays an error naming the options there are.
+
+Module paths are public names too (a user's config says `_target_: programs.archehr.no_lm.SimilarityAligner`, a
+script imports `programs.archehr.question_model`): `MOVED_MODULES` lists the moved ones, and `MovedModuleFinder`
+(installed by programs/archehr/__init__.py) makes `import <old>` give the new module object itself, after one
+`deprecated:` line on stderr; tests/test_moved_modules.py imports every entry.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.abc
+import importlib.machinery
 import re
 import sys
+import types
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 
 @dataclass(frozen=True)
@@ -97,3 +106,116 @@ def renamed(argv: Sequence[str], stream: TextIO | None = None) -> list[str]:
     for alias in used:
         print(alias.line(), file=stream or sys.stderr)
     return out
+
+
+@dataclass(frozen=True)
+class MovedModule:
+    """Module `old` moved to `new`: with one new module, `import old` gives that module object itself (its classes
+    are the same objects); with several (a module split by stage), a stand-in module whose names are looked up in
+    each new module in turn. A package's entry covers its submodules (`old.x` is `new.x`) that have none of their own."""
+
+    old: str
+    new: tuple[str, ...]
+    renamed_in: str = ""
+
+    def line(self) -> str:
+        return f"deprecated: {self.old} is now {', '.join(self.new)}; the old name goes in the next release"
+
+
+def _moved(old: str, *new: str) -> MovedModule:
+    return MovedModule(f"programs.archehr.{old}", tuple(f"programs.archehr.{n}" for n in new), "#52 item 3")
+
+
+# programs/archehr/ as one package per stage (#52 item 3). Not listed: the old modules `programs.archehr.evidence`,
+# `.answer` and `.grounding`, whose names are now the stage packages: each package's __init__ re-exports the old
+# module's public names (so `programs.archehr.evidence.EvidenceScorer` still resolves), with no deprecation line.
+MOVED_MODULES: tuple[MovedModule, ...] = (
+    _moved("interpret", "question.lm"),
+    _moved("demos", "question.demos"),
+    _moved("question_baseline", "question.baseline"),
+    _moved("question_model", "question.finetuned"),
+    _moved("question_finetune", "question.finetune"),
+    _moved("question_text", "question.text"),
+    _moved("align", "alignment.lm"),
+    _moved("grounding_claims", "grounding.claims"),
+    _moved("grounding_learned", "grounding.learned"),
+    _moved("grounding_judge", "grounding.judge"),
+    _moved("verdicts", "grounding.verdicts"),
+    _moved("verifier", "grounding.verifier"),
+    _moved("no_lm", "evidence.embedding", "answer.extractive", "alignment.similarity"),
+    _moved("no_lm.evidence", "evidence.embedding"),
+    _moved("no_lm.answer", "answer.extractive"),
+    _moved("no_lm.align", "alignment.similarity"),
+    _moved("no_lm.learned", "evidence.learned", "alignment.learned", "shared.heads"),
+    _moved("no_lm.fitting", "evidence.fit", "alignment.fit", "shared.heads"),
+    _moved("no_lm.features", "evidence.features", "alignment.features", "shared.features"),
+    _moved("no_lm.lexical", "shared.lexical"),
+    _moved("no_lm.similarity", "shared.similarity"),
+    _moved("no_lm.clinical_lexicon", "shared.clinical_lexicon"),
+    _moved("no_lm.note_layout", "shared.note_layout"),
+    _moved("no_lm.claims", "shared.claims"),
+    _moved("no_lm.selection", "shared.selection"),
+)
+
+
+def moved_module(name: str, table: Sequence[MovedModule] = MOVED_MODULES) -> MovedModule | None:
+    """`name`'s entry, or for a submodule of a moved package (`programs.archehr.verifier.pairs`) one made from its
+    package's entry; None for a name that did not move."""
+    by_old = {m.old: m for m in table}
+    if name in by_old:
+        return by_old[name]
+    package, _, rest = name.rpartition(".")
+    while package:
+        entry = by_old.get(package)
+        if entry is not None and len(entry.new) == 1:
+            return MovedModule(name, (f"{entry.new[0]}.{name[len(package) + 1:]}",), entry.renamed_in)
+        package, _, rest = package.rpartition(".")
+    return None
+
+
+class MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """`import <old>` for an entry of MOVED_MODULES: the new module (the same object), or for a split module a
+    stand-in that looks its names up in the new ones; one `deprecated:` line on stderr when the old name is first
+    imported (then it is in sys.modules)."""
+
+    def __init__(self, table: Sequence[MovedModule] = MOVED_MODULES) -> None:
+        self.table = tuple(table)
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        moved = moved_module(fullname, self.table)
+        if moved is None:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self, loader_state=moved)
+
+    def create_module(self, spec: Any) -> types.ModuleType:
+        moved: MovedModule = spec.loader_state
+        if len(moved.new) == 1:
+            module = importlib.import_module(moved.new[0])
+            spec.loader_state = (moved, module.__spec__)   # the import machinery sets __spec__: put it back
+            return module
+        stand_in = types.ModuleType(moved.old, f"Deprecated: {moved.line()[len('deprecated: '):]}.")
+        stand_in.__path__ = []   # so its own moved submodules import (`programs.archehr.no_lm.evidence`)
+
+        def lookup(name: str) -> Any:
+            for new in moved.new:
+                module = importlib.import_module(new)
+                if hasattr(module, name):
+                    return getattr(module, name)
+            raise AttributeError(f"module {moved.old!r} has no attribute {name!r} (it is now {', '.join(moved.new)})")
+
+        stand_in.__getattr__ = lookup  # type: ignore[method-assign]
+        spec.loader_state = (moved, None)
+        return stand_in
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        moved, own_spec = module.__spec__.loader_state
+        if own_spec is not None:
+            module.__spec__ = own_spec
+        print(moved.line(), file=sys.stderr)
+
+
+def install_moved_modules() -> None:
+    """Put a MovedModuleFinder first on sys.meta_path (once): first, so that a leftover folder of an old package
+    (`programs/archehr/no_lm/` holding only `__pycache__`) is not imported as an empty namespace package."""
+    if not any(isinstance(f, MovedModuleFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, MovedModuleFinder())
