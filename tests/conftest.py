@@ -71,8 +71,10 @@ TIERS = ("unit", "integration", "lm")
 # process tiers (integration, lm) start before the unit ones, so that the many short unit modules fill the cores
 # while the long ones (Ray, the embedded LM, Ctrl-C) run, instead of one long module running alone at the end.
 # the longest modules of all, longest first (measured with --durations, benchmarks/README.md): the Ray module alone
-# is ~140 s on a loaded worker; started late, it ran alone at the end of the session
-LONGEST = ("tests.test_ray_executor", "tests.test_embedded_lm", "tests.test_lm_server", "tests.test_tracking_launchers",
+# is ~140 s on a loaded worker; started late, it ran alone at the end of the session (test_qwen runs only where
+# the 1.5B model's extra is installed: several minutes, so first)
+LONGEST = ("tests.test_qwen", "tests.test_ray_executor", "tests.test_embedded_lm",
+           "tests.test_lm_server", "tests.test_tracking_launchers",
            "tests.test_run_folder_restart", "tests.test_index_faults")
 # the longest unit modules (5-45 s each, longest first) start before the short ones: one of them last leaves a core
 # idle (test_shards_merge, 20 s, ran alone at the end of a 388 s run before it was listed here)

@@ -205,3 +205,13 @@ def test_ids_at_both_ends_of_each_note_line_and_candidates_bound_what_a_reply_ma
     allowed = stage._allowed([AnswerSentence("1", "His furosemide dose was raised to 80 mg.")], note)
     assert allowed == [["2", "4"]] or allowed == [["2", "3"]]  # the header is never a candidate
     assert "2" in allowed[0]
+
+
+def test_the_small_lm_forms_experiment_sets_per_sentence_forms_and_prefix_reuse():
+    from tests.builders import config
+
+    cfg = config("program=archehr", "lm=embedded_qwen", "experiment=small_lm_forms")
+    assert cfg.program.evidence.form == "per_sentence" and cfg.program.alignment.form == "per_sentence"
+    assert cfg.program.alignment.cite_by == "id_both_ends" and cfg.lm.client.prefix_reuse is True
+    seed = config("program=archehr", "lm=embedded_qwen")  # without the experiment: the seed's one-call forms
+    assert seed.program.evidence.form == "list" and seed.program.alignment.form == "lists"
