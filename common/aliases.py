@@ -180,8 +180,13 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def __init__(self, table: Sequence[MovedModule] = MOVED_MODULES) -> None:
         self.table = tuple(table)
+        # first on sys.meta_path, it is asked about every import of the process (thousands): one prefix test
+        # answers all but the old names
+        self.prefixes = tuple({m.old.rsplit(".", 1)[0] + "." for m in self.table})
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if not fullname.startswith(self.prefixes):
+            return None
         moved = moved_module(fullname, self.table)
         if moved is None:
             return None

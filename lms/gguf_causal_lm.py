@@ -60,10 +60,10 @@ def _assembled(package: str) -> Path:
 @functools.lru_cache(maxsize=8)
 def _architecture(path: str, size: int, mtime: float) -> str:
     from lms.factory import LMConfigError
-    from lms.gguf_merge import read_gguf
+    from lms.gguf_merge import read_architecture
 
     try:
-        return read_gguf(Path(path))[1]
+        return read_architecture(Path(path))
     except ValueError as exc:  # the base's other errors are LMConfigErrors: one line, as they are
         raise LMConfigError(str(exc)) from None
 

