@@ -1,7 +1,7 @@
 import pytest
 
 from common.note_text import split_sentences
-from programs.archehr.text import last_question_sentence, numbered, soft_cut, truncate_words
+from programs.archehr.text import last_question_sentence, numbered, soft_cut, truncate_words, whole_sentences
 
 pytestmark = pytest.mark.unit
 
@@ -44,3 +44,20 @@ def test_split_and_last_question():
     assert split_sentences("He was sick. Why? Because 3 days.") == ["He was sick.", "Why?", "Because 3 days."]
     assert last_question_sentence("I hurt. Why did it hurt? Was it bad? I hope not.") == "Was it bad?"
     assert last_question_sentence("No question here. Just words.") == "Just words."
+
+
+def test_a_question_over_the_limit_keeps_its_whole_sentences_and_a_long_first_one_is_cut_at_the_limit():
+    two = "Why did they delay her chemotherapy and reduce the dose? Is it possible that the infection came back?"
+    assert whole_sentences(two, 15) == "Why did they delay her chemotherapy and reduce the dose?"
+    assert whole_sentences(two, 30) == two  # within the limit: unchanged
+    long_first = " ".join(f"w{i}" for i in range(20)) + "?"
+    assert whole_sentences(long_first, 15) == " ".join(f"w{i}" for i in range(15))
+
+
+def test_the_lm_question_stage_keeps_the_first_whole_question_of_a_reply_over_the_limit(dummy_lm):
+    from tests.builders import archehr_stage
+
+    dummy_lm([{"clinician_question": "Why was the furosemide dose doubled? Could the higher dose harm his kidneys "
+                                     "over the coming months?"}])
+    out = archehr_stage("question", "lm")(patient_narrative="My father's water pill was doubled. Why?")
+    assert out.clinician_question == "Why was the furosemide dose doubled?" and out.fallback is None

@@ -104,7 +104,7 @@ def test_task_report_reads_the_issues_hand_edited_predictions_file(tmp_path):
               "answer_sentences": [{"id": "1", "text": "An answer."}], "fallbacks": {},
               "grounding": [{"answer_id": "2", "verdict": "contradicted", "reasons": ["r"]}]}  # no "text"
     archehr_run_folder(tmp_path, [record])
-    run = run_main("task=report", f"dir={tmp_path}", quiet=True)
+    run = run_main("task=report", f"dir={tmp_path}", f"hydra.run.dir={tmp_path / 'hydra'}", quiet=True)
     assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr[-3000:]
     html = (tmp_path / "report.html").read_text()
     assert html.count('<section class="case"') == 1 and "? s" in html and "<bdi>An answer.</bdi>" in html

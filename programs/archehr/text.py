@@ -19,6 +19,17 @@ def _ends_sentence(word: str) -> bool:
     return word.rstrip("\"')]").endswith(_SENTENCE_END)
 
 
+def whole_sentences(text: str, max_words: int) -> str:
+    """`text` within `max_words` words, ending where a sentence ends when one ends within the limit: a reply of two
+    questions over the limit keeps the first whole ("Why was the dose reduced?") instead of half the second ("...
+    Is it possible that the"); a first sentence over the limit is cut at the limit."""
+    words = text.split()
+    if len(words) <= max_words:
+        return " ".join(words)
+    ends = [i for i, w in enumerate(words[:max_words]) if _ends_sentence(w)]
+    return " ".join(words[: ends[-1] + 1] if ends else words[:max_words])
+
+
 def soft_cut(text: str, max_words: int = 75, min_ratio: float = 0.6) -> str:
     """Limit `text` to `max_words` words, preferring to end at a sentence boundary.
 

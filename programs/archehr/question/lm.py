@@ -6,7 +6,7 @@ import dspy
 
 from common.failures import RECOVERABLE, StageOutputError, describe
 from common.markup import strip_markup
-from programs.archehr.text import last_question_sentence, truncate_words
+from programs.archehr.text import last_question_sentence, truncate_words, whole_sentences
 from signatures.archehr import InterpretQuestion, with_limits
 from signatures.constrained import reply_bound, with_output_schema
 
@@ -36,7 +36,7 @@ class QuestionInterpreter(dspy.Module):
             raw, repaired = strip_markup(out.clinician_question or "")
             if not raw:
                 raise StageOutputError("empty clinician question" + (" once markup was stripped" if repaired else ""))
-            return dspy.Prediction(clinician_question=truncate_words(raw, self.max_words), fallback=None,
+            return dspy.Prediction(clinician_question=whole_sentences(raw, self.max_words), fallback=None,
                                    repairs=int(repaired))
         except RECOVERABLE as exc:
             # The patient's own last question, truncated: never an invented question.
