@@ -70,3 +70,19 @@ def test_string_fields_are_length_bounded_and_still_parse_as_text():
     out = archehr_stage("question", "lm")(patient_narrative="n")
     assert schema_of(engine.requests[0], "clinician_question")["maxLength"] == 180
     assert out.clinician_question == "Why was the cath done?" and out.fallback is None
+
+
+def test_the_agent_may_search_only_where_it_reads_the_results_the_last_step_and_a_run_without_search_must_act():
+    from programs.mediqa_corr.react import MedReAct
+    from tests.test_mediqa_agents import NOTE, step
+
+    engine = configure([step("search", query="MRSA"), step("no_error")])
+    MedReAct(max_steps=2, search=lambda query: "results")(note=NOTE, reflections=[])
+    first, last = (schema_of(r, "action") for r in engine.requests)
+    assert set(first["enum"]) == {"search", "final_mistake", "no_error"}
+    assert last["enum"] == ["final_mistake", "no_error"]  # its results would never be read
+
+    engine = configure([step("final_mistake", 1, "He is treated with vancomycin for MRSA.")])
+    out = MedReAct(max_steps=4, search=None)(note=NOTE, reflections=[])
+    assert schema_of(engine.requests[0], "action")["enum"] == ["final_mistake", "no_error"]
+    assert out.episode.proposal == (1, "He is treated with vancomycin for MRSA.") and out.steps == 1

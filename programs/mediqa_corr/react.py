@@ -15,6 +15,8 @@ from signatures.constrained import with_output_schema
 from signatures.mediqa_corr import MedReActStep
 from tasks.mediqa_corr.data import Note
 
+ACTING = ("final_mistake", "no_error")  # the actions that end an episode (the third, search, reads on)
+
 
 def cap(text: str, limit: int) -> str:
     """A long text for predictions.jsonl, cut at `limit` characters; " [...]" marks the cut."""
@@ -142,12 +144,18 @@ class MedReAct(dspy.Module):
         # Length bounds keep a small model's JSON short enough to finish within max_tokens.
         for name, limit in (("observation", 400), ("thought", 400), ("search_query", 160), ("corrected_sentence", 400)):
             signature = with_output_schema(signature, name, {"type": "string", "maxLength": limit})
+        # A step whose search results nobody would read must act: the episode's last step (its results would come
+        # after the agent's last turn) and every step when there is no search tool. A 1.5B model otherwise spent
+        # every step of its one episode searching "not available" and the note got the fallback line; the prompt
+        # is unchanged, only the reply's action is bounded (where the backend decodes to the schema).
+        acting = with_output_schema(signature, "action", {"type": "string", "enum": list(ACTING)})
         episode = Episode()
         memory = "\n".join(f"- {r}" for r in reflections) or "(none)"
         for n in range(1, self.max_steps + 1):
+            must_act = n == self.max_steps or self.search is None
             try:
                 out = self.step(clinical_text=note.numbered(), reflections=memory, history=episode.history(self.history_tokens),
-                                signature=signature)
+                                signature=acting if must_act else signature)
             except RECOVERABLE as exc:
                 episode.parse_failures += 1
                 episode.steps.append(Step(n, parsed=False,
