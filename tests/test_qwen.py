@@ -60,5 +60,9 @@ def test_one_mediqa_note_with_one_episode_gets_an_official_line_and_its_cost_in_
     assert LINE.fullmatch(line) and line.startswith("ms-val-0 ")
     usage = json.loads((out / "usage.json").read_text())
     assert usage["parse_failures"] == 0 and not usage["degenerate"].get("agent")
+    # without a search tool every step must act: the agent proposes or says no error, the reviewers judge it
+    record = json.loads((out / "predictions.jsonl").read_text())
+    actions = [s["action"] for e in record["episodes"] for s in e["steps"]]
+    assert actions and set(actions) <= {"final_mistake", "no_error"}
     assert usage["stages"]["agent"]["lm_calls"] >= 1 and usage["input_tokens_per_note"] > 0
     assert usage["seconds_per_agent_step"] > 0
