@@ -41,13 +41,18 @@ MEDIQA_ROWS: dict[str, tuple[str, ...]] = {
 STAGES = ("question", "evidence", "answer", "alignment")
 
 
-def run(folder: Path, args: tuple[str, ...]) -> tuple[int, float, str]:
-    """One `main.py` run into `folder` (resumed when it is there): exit status, wall seconds, stderr's last line."""
+def run(folder: Path, args: tuple[str, ...], columns: int) -> tuple[dict, dict, float] | str:
+    """One `main.py` run into `folder` (resumed when it is there): its scores.json, usage.json and wall seconds, or,
+    when it failed, its table row's cells after the row name (`columns` empty ones, then the exit status and
+    stderr's last line)."""
     start = time.monotonic()
     proc = subprocess.run([sys.executable, str(ROOT / "main.py"), *args, f"hydra.run.dir={folder}", "progress=false"],
                           cwd=ROOT, capture_output=True, text=True)
-    last = (proc.stderr.strip().splitlines() or [""])[-1]
-    return proc.returncode, time.monotonic() - start, last
+    if proc.returncode != 0 or not (folder / "scores.json").is_file():
+        last = (proc.stderr.strip().splitlines() or [""])[-1]
+        return " |" * columns + f" {proc.returncode}: {last} |"
+    return (json.loads((folder / "scores.json").read_text()), json.loads((folder / "usage.json").read_text()),
+            time.monotonic() - start)
 
 
 def every_sentence_f1(folder: Path, key_path: Path) -> float:
@@ -72,12 +77,11 @@ def archehr(args: argparse.Namespace) -> list[str]:
            "| degenerate | s/case | exit |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in args.rows:
         folder = args.out / "archehr" / row
-        status, seconds, last = run(folder, ("program=archehr", *ARCHEHR_ROWS[row], *data))
-        if status != 0 or not (folder / "scores.json").is_file():
-            out.append(f"| {row} | | | | | | | | | | | {status}: {last} |")
+        result = run(folder, ("program=archehr", *ARCHEHR_ROWS[row], *data), columns=10)
+        if isinstance(result, str):
+            out.append(f"| {row} |{result}")
             continue
-        scores = json.loads((folder / "scores.json").read_text())
-        usage = json.loads((folder / "usage.json").read_text())
+        scores, usage, seconds = result
         st = [scores.get(f"subtask_{i}", {}).get("overall_score") for i in (1, 2, 3, 4)]
         parse = "/".join(rate(usage.get("parse_success_rate"), s) for s in STAGES)
         useful = "/".join(rate(usage.get("useful_rate"), s) for s in STAGES)
@@ -97,12 +101,11 @@ def mediqa(args: argparse.Namespace) -> list[str]:
     baseline = None
     for row in args.rows:
         folder = args.out / "mediqa" / row
-        status, seconds, last = run(folder, ("program=mediqa_corr", *MEDIQA_ROWS[row], *data))
-        if status != 0 or not (folder / "scores.json").is_file():
-            out.append(f"| {row} | | | | | | | | | {status}: {last} |")
+        result = run(folder, ("program=mediqa_corr", *MEDIQA_ROWS[row], *data), columns=8)
+        if isinstance(result, str):
+            out.append(f"| {row} |{result}")
             continue
-        scores = json.loads((folder / "scores.json").read_text())
-        usage = json.loads((folder / "usage.json").read_text())
+        scores, usage, _ = result
         counters = scores.get("counters", {})
         baseline = baseline or counters.get("reference_na", 0) / max(1, counters.get("total_texts", 1))
         agg = scores.get("AggregateC")

@@ -19,6 +19,11 @@ def _ends_sentence(word: str) -> bool:
     return word.rstrip("\"')]").endswith(_SENTENCE_END)
 
 
+def _last_sentence_end(words: list[str]) -> int:
+    """The index of the last word of `words` that ends a sentence; -1 when none does."""
+    return max((i for i, w in enumerate(words) if _ends_sentence(w)), default=-1)
+
+
 def whole_sentences(text: str, max_words: int) -> str:
     """`text` within `max_words` words, ending where a sentence ends when one ends within the limit: a reply of two
     questions over the limit keeps the first whole ("Why was the dose reduced?") instead of half the second ("...
@@ -26,8 +31,8 @@ def whole_sentences(text: str, max_words: int) -> str:
     words = text.split()
     if len(words) <= max_words:
         return " ".join(words)
-    ends = [i for i, w in enumerate(words[:max_words]) if _ends_sentence(w)]
-    return " ".join(words[: ends[-1] + 1] if ends else words[:max_words])
+    last_end = _last_sentence_end(words[:max_words])
+    return " ".join(words[: last_end + 1] if last_end >= 0 else words[:max_words])
 
 
 def soft_cut(text: str, max_words: int = 75, min_ratio: float = 0.6) -> str:
@@ -40,7 +45,7 @@ def soft_cut(text: str, max_words: int = 75, min_ratio: float = 0.6) -> str:
     if len(words) <= max_words:
         return " ".join(words)
     window = words[:max_words]
-    last_end = max((i for i, w in enumerate(window) if _ends_sentence(w)), default=-1)
+    last_end = _last_sentence_end(window)
     if last_end + 1 >= min_ratio * max_words:
         return " ".join(window[: last_end + 1])
     cut = " ".join(window).rstrip(",;:-")
