@@ -181,6 +181,18 @@ class LocalIndex:
                 f"index at {self.path} was built with embedder {m['embedder']} (dim {m['dim']}); this run uses "
                 f"{self.embedder.name} (dim {self.embedder.dim}). Query with the same embedder, or re-index.")
 
+    def check_searchable(self) -> None:
+        """The index can answer a search: built with this run's embedder, and no part of it lagging behind its stored
+        chunks (a `task=index` still writing, or one killed mid-way). Counts and sizes only: cheap."""
+        self.check_embedder()
+        lagging = self.consistent()
+        if lagging:
+            writer = holder(self.path)
+            if writer is not None:  # mid-ingest, not damaged
+                raise RetrievalError(f"index at {self.path} is being updated by task=index ({describe(writer)}); "
+                                     "search again when it has finished")
+            raise RetrievalError(f"index at {self.path} is inconsistent ({'; '.join(lagging)}); {self._repair_hint()}")
+
     def _conn(self, create: bool = False) -> sqlite3.Connection:
         if self._db is None:
             store = self.path / "store.sqlite"
@@ -473,14 +485,7 @@ class LocalIndex:
 
         bm25s = self._bm25s()
 
-        self.check_embedder()
-        lagging = self.consistent()  # counts and sizes only: cheap
-        if lagging:
-            writer = holder(self.path)
-            if writer is not None:  # mid-ingest, not damaged
-                raise RetrievalError(f"index at {self.path} is being updated by task=index ({describe(writer)}); "
-                                     "search again when it has finished")
-            raise RetrievalError(f"index at {self.path} is inconsistent ({'; '.join(lagging)}); {self._repair_hint()}")
+        self.check_searchable()
         with self._lock:
             try:
                 if self._dense is None:

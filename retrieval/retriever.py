@@ -69,8 +69,11 @@ class Retriever(dspy.Module):
         return dspy.Prediction(passages=self.search(query, k))
 
     def check(self) -> None:
-        """Fail now, with one line, when the index is missing or was built with another embedder."""
-        self.backend.check_embedder()
+        """Fail now, with one line, when the index is missing, was built with another embedder, or cannot answer a
+        search (the local index half written by a killed or running `task=index`): an agent run would otherwise read
+        "search failed" on every search of every note. A backend without `check_searchable` (the server-side
+        Weaviate one keeps itself consistent; a user's own) is checked for its embedder."""
+        getattr(self.backend, "check_searchable", self.backend.check_embedder)()
 
     def as_tool(self, name: str = "search", max_chars: int = 600, max_passages: int | None = None) -> dspy.Tool:
         """A `dspy.Tool` for agents (ReAct): the top `max_passages` passages as numbered text.

@@ -51,11 +51,16 @@ def test_evaluate_scores_official_submission_files(tmp_path):
 VALIDATION = ROOT / "data" / "mediqa_corr" / "MEDEC-MS-ValidationSet-with-GroundTruth-and-ErrorType.csv"
 
 
-def test_index_twice_then_search(tmp_path):
+def index_tiny(index_dir):
+    """`task=index` of the 6-chunk fixture corpus into `index_dir`."""
     corpus = ROOT / "tests" / "fixtures" / "corpus" / "tiny.jsonl"
-    args = ("task=index", f"index_dir={tmp_path / 'idx'}", "corpus.name=tiny", f"corpus.paths=[{corpus}]",
+    return ("task=index", f"index_dir={index_dir}", "corpus.name=tiny", f"corpus.paths=[{corpus}]",
             "corpus.text_field=body", "corpus.title_fields=[topic]", "corpus.source_field=src",
             "corpus.metadata_fields=[]", "progress=false")
+
+
+def test_index_twice_then_search(tmp_path):
+    args = index_tiny(tmp_path / "idx")
     first = main(*args, f"hydra.run.dir={tmp_path / 'r1'}")
     assert first.returncode == 0, first.stderr[-1500:]
     assert "index tiny: 6 chunks, 6 added, 0 already indexed, 0 failed" in first.stdout
@@ -74,6 +79,22 @@ def test_mediqa_search_without_an_index_fails_before_any_note(tmp_path):
     assert proc.returncode == 2
     assert "error: no index at" in proc.stderr and "task=index" in proc.stderr
     assert not (tmp_path / "predictions.jsonl").exists()
+
+
+def test_mediqa_search_over_a_half_written_index_fails_before_any_note(tmp_path):
+    """A `task=index` killed mid-way leaves a manifest behind its stored chunks: the run says so in one line at the
+    start (it used to run every note with "search failed" as each search's result)."""
+    built = main(*index_tiny(tmp_path / "idx"), f"hydra.run.dir={tmp_path / 'r1'}")
+    assert built.returncode == 0, built.stderr[-1500:]
+    manifest = tmp_path / "idx" / "manifest.json"
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "count": 0}))  # what a killed ingest leaves
+    proc = main("program=mediqa_corr", "lm=embedded", f"index_dir={tmp_path / 'idx'}", "data.limit=1",
+                f"hydra.run.dir={tmp_path / 'run'}")
+    assert proc.returncode == 2
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: index at {tmp_path / 'idx'} is inconsistent (manifest says 0 chunks")
+    assert last.endswith("or run the agent without its search tool: program.search.enabled=false")
+    assert not (tmp_path / "run" / "predictions.jsonl").exists()
 
 
 def test_mediqa_evaluate_scores_a_submission_file(tmp_path):
