@@ -2,7 +2,7 @@
 scores.json and usage.json, printed as one markdown table.
 
     python benchmarks/lm_path.py archehr [--cases data/archehr/dev_cases.xml] [--limit 10] [--rows no_lm,smollm2,qwen]
-    python benchmarks/lm_path.py mediqa [--limit 10] [--rows qwen_1ep,qwen_seed] [--no-search]
+    python benchmarks/lm_path.py mediqa [--limit 10] [--rows qwen_1ep,qwen_seed] [--no-search] [--notes notes.csv]
 
 ArchEHR rows: ST1-ST4 overall scores (ST2 strict micro F1; ST4 micro F1), beside the select-every-sentence baseline
 of the same cases; per stage parse success, useful rate (1 - degenerate replies) and fallbacks; seconds per case.
@@ -93,8 +93,9 @@ def archehr(args: argparse.Namespace) -> list[str]:
 
 
 def mediqa(args: argparse.Namespace) -> list[str]:
-    data = (f"data.limit={args.limit}", "task=evaluate", *(("program.search.enabled=false",) if args.no_search else ()))
-    out = [f"MEDEC-MS validation, first {args.limit} notes" + (", the agent's search tool off" if args.no_search
+    data = (f"data.limit={args.limit}", "task=evaluate", *(("program.search.enabled=false",) if args.no_search else ()),
+            *((f"data.path={args.notes}",) if args.notes else ()))
+    out = [(f"{args.notes.name}" if args.notes else "MEDEC-MS validation") + f", first {args.limit} notes" + (", the agent's search tool off" if args.no_search
                                                                  else ", search over indexes/default"), "",
            "| row | flag acc | sentence acc | AggregateC | fallbacks | degenerate | min/note | LM calls/note "
            "| input tokens/note | exit |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -126,6 +127,8 @@ def main() -> None:
     parser.add_argument("--key", type=Path, default=None, help="default: <cases>_key.json")
     parser.add_argument("--limit", type=int, default=10)
     parser.add_argument("--rows", default=None, help="comma-separated row names (default: all of the program's)")
+    parser.add_argument("--notes", type=Path, default=None,
+                        help="mediqa: a labelled notes CSV (MEDEC's columns; default: the validation set)")
     parser.add_argument("--no-search", action="store_true",
                         help="mediqa: program.search.enabled=false (no index needed; the search action answers "
                              "'not available')")

@@ -70,7 +70,9 @@ def embedded_lm(
         raise LMConfigError("lm=embedded needs lm.client.model_path or a packaged model (package, package_file)")
     engine = LlamaCppEngine(path, n_ctx=n_ctx, n_threads=n_threads, seed=seed, fold_system=fold_system,
                             prompt_cache_mb=prompt_cache_mb, prefix_reuse=prefix_reuse)
-    return dspy.LM(f"embedded/{model}", engine=engine, temperature=temperature, max_tokens=max_tokens, cache=cache)
+    lm = dspy.LM(f"embedded/{model}", engine=engine, temperature=temperature, max_tokens=max_tokens, cache=cache)
+    lm.grammar_variants = True  # llama.cpp's grammar takes a root anyOf (signatures.constrained.with_output_variants)
+    return lm
 
 
 def gemini_lm(
@@ -203,6 +205,7 @@ def openai_compatible_lm(
                     max_tokens=max_tokens, num_retries=num_retries, cache=cache, engine="litellm",
                     **({"timeout": timeout} if timeout else {}))
     lm.structured_output = mode  # read by signatures.constrained.ConstrainedJSONAdapter
+    lm.grammar_variants = mode == "json_object_schema"  # llama.cpp's server: a grammar that takes a root anyOf
     return lm
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import dspy
 
 SCHEMA_KEY = "output_schema"
+VARIANTS_KEY = "output_variants"
 
 
 def reply_bound(max_tokens: int | None) -> dict[str, int]:
@@ -25,6 +26,22 @@ def reply_bound(max_tokens: int | None) -> dict[str, int]:
 def with_output_schema(signature: type[dspy.Signature], field: str, json_schema: dict[str, Any]) -> type[dspy.Signature]:
     """Return `signature` with `json_schema` attached to output `field` (instructions and types unchanged)."""
     return signature.with_updated_fields(field, **{SCHEMA_KEY: dict(json_schema)})
+
+
+def with_output_variants(signature: type[dspy.Signature], field: str,
+                         variants: dict[str, dict[str, dict[str, Any]]]) -> type[dspy.Signature]:
+    """Return `signature` whose output `field` (a choice, written before the fields it governs) decides what the
+    other output fields may hold: `variants` maps each allowed value of `field` to per-field schemas that hold
+    only after that value, e.g. {"final_mistake": {"sentence_id": {"enum": ids}}, "no_error": {"sentence_id":
+    {"const": -1}}}. Backends that decode a grammar (`grammar_variants` on the LM: llama.cpp, in process or its
+    server) get one object schema per value (`anyOf`); the others get the flat schema, where each field allows the
+    union, and the stage checks the combination itself as before."""
+    return signature.with_updated_fields(field, **{VARIANTS_KEY: {k: dict(v) for k, v in variants.items()}})
+
+
+def grammar_variants(lm: Any) -> bool:
+    """Whether `lm` decodes under a grammar that takes a root `anyOf` of objects (llama.cpp)."""
+    return bool(getattr(lm, "grammar_variants", False))
 
 
 class ConstrainedJSONAdapter(dspy.JSONAdapter):
@@ -55,11 +72,12 @@ class ConstrainedJSONAdapter(dspy.JSONAdapter):
         fmt = lm_kwargs.get("response_format")
         if not hasattr(fmt, "model_json_schema"):
             return  # plain JSON mode, or no structured output on this backend
-        schema = self.schema(signature, fmt.model_json_schema())
+        schema = self.schema(signature, fmt.model_json_schema(), variants=grammar_variants(lm))
         fmt.model_json_schema = lambda *args, **kwargs: schema
 
-    def schema(self, signature, base: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The signature's output JSON schema with the per-case bounds attached by `with_output_schema`."""
+    def schema(self, signature, base: dict[str, Any] | None = None, variants: bool = False) -> dict[str, Any]:
+        """The signature's output JSON schema with the per-case bounds attached by `with_output_schema`; with
+        `variants`, one object schema per value of a field given `with_output_variants` (an `anyOf`)."""
         if base is None:
             from dspy.adapters.json_adapter import _get_structured_outputs_response_format
 
@@ -71,7 +89,32 @@ class ConstrainedJSONAdapter(dspy.JSONAdapter):
             prop = schema.get("properties", {}).get(name)
             if SCHEMA_KEY in extra and prop is not None:
                 prop.update(copy.deepcopy(extra[SCHEMA_KEY]))
+        if variants:
+            for name, field in signature.output_fields.items():
+                extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+                if VARIANTS_KEY in extra and name in schema.get("properties", {}):
+                    return self._variants(schema, name, extra[VARIANTS_KEY])
         return schema
+
+    @staticmethod
+    def _variants(schema: dict[str, Any], name: str, variants: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
+        """One copy of the object schema per value of `name`: that value as a constant, the other fields bounded
+        as the value says. The allowed values are those the field already allows (its enum), in that order."""
+        allowed = schema["properties"][name].get("enum") or list(variants)
+        alternatives = []
+        for value in allowed:
+            alternative = copy.deepcopy(schema)
+            alternative.pop("$defs", None)
+            alternative["properties"][name] = {"type": "string", "const": value}
+            for other, bound in variants.get(value, {}).items():
+                if other in alternative["properties"]:
+                    alternative["properties"][other].pop("enum", None)
+                    alternative["properties"][other].update(copy.deepcopy(bound))
+            alternatives.append(alternative)
+        out: dict[str, Any] = {"anyOf": alternatives}
+        if "$defs" in schema:
+            out["$defs"] = schema["$defs"]
+        return out
 
     def _server_response_format(self, mode: str, lm_kwargs: dict[str, Any], signature) -> None:
         """The per-case schema in the form the server accepts: OpenAI/vLLM `json_schema`, llama.cpp's server
@@ -80,8 +123,8 @@ class ConstrainedJSONAdapter(dspy.JSONAdapter):
             lm_kwargs.pop("response_format", None)
         elif mode == "json_object":
             lm_kwargs["response_format"] = {"type": "json_object"}
-        elif mode == "json_object_schema":
-            lm_kwargs["response_format"] = {"type": "json_object", "schema": self.schema(signature)}
+        elif mode == "json_object_schema":  # llama.cpp's server: its grammar takes the variants
+            lm_kwargs["response_format"] = {"type": "json_object", "schema": self.schema(signature, variants=True)}
         else:
             lm_kwargs["response_format"] = {"type": "json_schema", "json_schema": {
                 "name": signature.__name__, "schema": self.schema(signature), "strict": False}}

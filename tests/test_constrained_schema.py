@@ -86,3 +86,49 @@ def test_the_agent_may_search_only_where_it_reads_the_results_the_last_step_and_
     out = MedReAct(max_steps=4, search=None)(note=NOTE, reflections=[])
     assert schema_of(engine.requests[0], "action")["enum"] == ["final_mistake", "no_error"]
     assert out.episode.proposal == (1, "He is treated with vancomycin for MRSA.") and out.steps == 1
+
+
+def test_a_grammar_backend_gets_one_object_per_action_so_a_mistake_names_a_sentence_of_the_note():
+    """llama.cpp decodes the agent's reply under a grammar: after `final_mistake` only this note's ids and a
+    non-empty correction can follow; after `no_error` or `search`, -1. Other backends get the flat schema."""
+    from programs.mediqa_corr.react import MedReAct
+    from tests.test_mediqa_agents import NOTE, step
+
+    engine = configure([step("search", query="MRSA"), step("no_error")])
+    dspy.settings.lm.grammar_variants = True
+    MedReAct(max_steps=2, search=lambda query: "results")(note=NOTE, reflections=[])
+    first, last = (r.config.response_format["schema"] for r in engine.requests)
+    by_action = {alt["properties"]["action"]["const"]: alt["properties"] for alt in first["anyOf"]}
+    assert list(by_action) == ["search", "final_mistake", "no_error"]
+    assert by_action["final_mistake"]["sentence_id"]["enum"] == [0, 1, 2]
+    assert by_action["final_mistake"]["corrected_sentence"]["minLength"] == 1
+    assert by_action["final_mistake"]["corrected_sentence"]["maxLength"] == 400  # the step's bound is kept
+    assert by_action["no_error"]["sentence_id"]["const"] == -1 and "enum" not in by_action["no_error"]["sentence_id"]
+    assert by_action["search"]["search_query"]["minLength"] == 1
+    assert [alt["properties"]["action"]["const"] for alt in last["anyOf"]] == ["final_mistake", "no_error"]
+
+    # llama.cpp's own converter turns it into a grammar (what the embedded engine hands to llama.cpp)
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+    assert LlamaGrammar.from_json_schema(json.dumps(last), verbose=False) is not None
+
+    # the same signature on a backend without the grammar: one flat object, as before
+    engine = configure([step("no_error")])
+    MedReAct(max_steps=1, search=None)(note=NOTE, reflections=[])
+    flat = engine.requests[0].config.response_format["schema"]
+    assert "anyOf" not in flat and flat["properties"]["sentence_id"]["enum"] == [-1, 0, 1, 2]
+
+
+def test_the_llama_cpp_server_form_takes_the_variants_and_the_openai_form_does_not():
+    from programs.mediqa_corr.react import ACTING
+    from signatures.constrained import with_output_variants
+    from signatures.mediqa_corr import MedReActStep
+
+    signature = with_output_variants(MedReActStep, "action", {a: {"sentence_id": {"const": -1}} for a in ACTING})
+    adapter = ConstrainedJSONAdapter()
+    for mode, variants in (("json_object_schema", True), ("json_schema", False)):
+        kwargs = {}
+        adapter._server_response_format(mode, kwargs, signature)
+        fmt = kwargs["response_format"]
+        schema = fmt["schema"] if mode == "json_object_schema" else fmt["json_schema"]["schema"]
+        assert ("anyOf" in schema) is variants, mode

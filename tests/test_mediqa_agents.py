@@ -32,11 +32,12 @@ def test_accepted_on_the_first_episode(dummy_lm):
 
 
 def test_one_review_of_2_rejects_although_the_average_is_4(dummy_lm):
-    dummy_lm([step("final_mistake", 1, "vancomycin"), *reviews(5, 5, 4, 4, 2), {"reflection": "check the drug"}])
+    lm = dummy_lm([step("final_mistake", 1, "vancomycin"), *reviews(5, 5, 4, 4, 2), {"reflection": "check the drug"}])
     pred = program("mediqa_corr", "program.reflexion.max_episodes=1")(note=NOTE)
     assert accept([5, 5, 4, 4, 2], 3.8, 3) is False and accept([5, 5, 4, 4, 3], 3.8, 3) is True
-    assert pred.review_scores == [[5, 5, 4, 4, 2]] and pred.reflexion_turns == 1
-    assert pred.reflections == ["check the drug"]
+    # the only episode failed: no reflexion, since no later episode would read it
+    assert pred.review_scores == [[5, 5, 4, 4, 2]] and pred.reflexion_turns == 0 and len(lm.history) == 6
+    assert pred.reflections == [] and pred.episodes[0]["reflection"] is None
     assert pred.correction.line() == "ms-val-9 0 -1 NA"
 
 
@@ -57,7 +58,7 @@ def test_m_failed_episodes_conclude_no_error(dummy_lm):
                     search=lambda query: "nothing")
     pred = agent(note=NOTE)
     assert pred.correction.line() == "ms-val-9 0 -1 NA" and pred.outcome == "no_error_after_max_episodes"
-    assert pred.reflexion_turns == 2 and pred.reflections == ["r1", "r2"]
+    assert pred.reflexion_turns == 1 and pred.reflections == ["r1"]  # none after the last episode
 
 
 def test_a_search_that_raises_becomes_an_observation(dummy_lm):

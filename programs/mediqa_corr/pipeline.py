@@ -1,4 +1,5 @@
-"""MedReAct'N'MedReFlex: up to M episodes of (MedReAct <= N steps -> MedEval) with MedReFlex between them."""
+"""MedReAct'N'MedReFlex: up to M episodes of (MedReAct <= N steps -> MedEval) with MedReFlex between them (a failed
+episode's reflexion is written for the next episode, so the last episode has none)."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ class MedReActNMedReFlex(dspy.Module):
         episodes: list[dict] = []
         result: Correction | None = None
         outcome = "no_error_after_max_episodes"
-        for _ in range(self.max_episodes):
+        for n in range(1, self.max_episodes + 1):
             with ledger.stage("agent", self._role_lms.get("agent")):
                 episode = self.react(note, memory).episode
                 ledger.repaired("agent", episode.repairs)
@@ -83,6 +84,8 @@ class MedReActNMedReFlex(dspy.Module):
                 feedback = "Reviewers rejected the answer:\n" + "\n".join(
                     f"- {r.criterion}: {r.score if r.score is not None else 'unparsable'} ({r.reasoning[:200]})"
                     for r in verdict.reviews)
+            if n == self.max_episodes:
+                break  # a reflexion is read by the next episode: after the last one nobody would read it
             with ledger.stage("reflexion", self._role_lms.get("reflexion")):
                 lesson = self.reflexion(note.numbered(), episode.history(self.react.history_tokens), feedback)
                 ledger.repaired("reflexion", lesson.get("repairs", 0))

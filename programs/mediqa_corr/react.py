@@ -11,7 +11,7 @@ import dspy
 from common.errors import ConfigError
 from common.failures import RECOVERABLE, describe
 from common.markup import without_markup
-from signatures.constrained import with_output_schema
+from signatures.constrained import with_output_schema, with_output_variants
 from signatures.mediqa_corr import MedReActStep
 from tasks.mediqa_corr.data import Note
 
@@ -149,6 +149,18 @@ class MedReAct(dspy.Module):
         # every step of its one episode searching "not available" and the note got the fallback line; the prompt
         # is unchanged, only the reply's action is bounded (where the backend decodes to the schema).
         acting = with_output_schema(signature, "action", {"type": "string", "enum": list(ACTING)})
+        # What each action's reply may hold, where the backend decodes a grammar: a mistake names a sentence of this
+        # note and a correction; the other actions write -1. The 1.5B model otherwise answered `final_mistake` with
+        # sentence -1 and no correction on every step of 2 of 3 validation notes (an invalid answer, so the
+        # fallback line): the choice of action stays the model's, the fields after it follow from it.
+        variants = {"search": {"search_query": {"minLength": 1}, "sentence_id": {"const": -1},
+                               "corrected_sentence": {"maxLength": 0}},
+                    "final_mistake": {"search_query": {"maxLength": 0}, "sentence_id": {"enum": ids},
+                                      "corrected_sentence": {"minLength": 1}},
+                    "no_error": {"search_query": {"maxLength": 0}, "sentence_id": {"const": -1},
+                                 "corrected_sentence": {"maxLength": 0}}}
+        signature = with_output_variants(signature, "action", variants)
+        acting = with_output_variants(acting, "action", variants)
         episode = Episode()
         memory = "\n".join(f"- {r}" for r in reflections) or "(none)"
         for n in range(1, self.max_steps + 1):
