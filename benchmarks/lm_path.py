@@ -95,8 +95,9 @@ def archehr(args: argparse.Namespace) -> list[str]:
 def mediqa(args: argparse.Namespace) -> list[str]:
     data = (f"data.limit={args.limit}", "task=evaluate", *(("program.search.enabled=false",) if args.no_search else ()),
             *((f"data.path={args.notes}",) if args.notes else ()))
-    out = [(f"{args.notes.name}" if args.notes else "MEDEC-MS validation") + f", first {args.limit} notes" + (", the agent's search tool off" if args.no_search
-                                                                 else ", search over indexes/default"), "",
+    source = args.notes.name if args.notes else "MEDEC-MS validation"
+    tool = ", the agent's search tool off" if args.no_search else ", search over indexes/default"
+    out = [f"{source}, first {args.limit} notes{tool}", "",
            "| row | flag acc | sentence acc | AggregateC | fallbacks | degenerate | min/note | LM calls/note "
            "| input tokens/note | exit |", "|---|---|---|---|---|---|---|---|---|---|"]
     baseline = None
