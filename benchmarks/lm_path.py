@@ -32,6 +32,8 @@ ARCHEHR_ROWS: dict[str, tuple[str, ...]] = {
     "smollm2": ("lm=embedded", "lm.client.cache=false"),            # SmolLM2-135M, the seed's forms
     "qwen_seed": QWEN,                                              # the 1.5B Qwen, the seed's forms
     "qwen": (*QWEN, "experiment=small_lm_forms"),                   # the 1.5B Qwen, the small-LM forms
+    # the same, each sentence rated against the clinician question and the patient's own message
+    "qwen_anchor_both": (*QWEN, "experiment=small_lm_forms", "program.evidence.anchor=both"),
 }
 MEDIQA_ROWS: dict[str, tuple[str, ...]] = {
     "smollm2_1ep": ("lm=embedded", "lm.client.cache=false", "program.reflexion.max_episodes=1"),
