@@ -38,6 +38,8 @@ ARCHEHR_ROWS: dict[str, tuple[str, ...]] = {
 MEDIQA_ROWS: dict[str, tuple[str, ...]] = {
     "smollm2_1ep": ("lm=embedded", "lm.client.cache=false", "program.reflexion.max_episodes=1"),
     "qwen_1ep": (*QWEN, "program.reflexion.max_episodes=1"),
+    # the same, the five reviews (and the agent's steps) reading their shared prompt frame once (note + proposal)
+    "qwen_1ep_reuse": (*QWEN, "program.reflexion.max_episodes=1", "lm.client.prefix_reuse=true"),
     "qwen_seed": QWEN,                                              # the seed's bounds: 5 episodes x 4 steps
 }
 STAGES = ("question", "evidence", "answer", "alignment")
