@@ -205,7 +205,6 @@ def openai_compatible_lm(
                     max_tokens=max_tokens, num_retries=num_retries, cache=cache, engine="litellm",
                     **({"timeout": timeout} if timeout else {}))
     lm.structured_output = mode  # read by signatures.constrained.ConstrainedJSONAdapter
-    lm.grammar_variants = mode == "json_object_schema"  # llama.cpp's server: a grammar that takes a root anyOf
     return lm
 
 

@@ -33,9 +33,9 @@ def with_output_variants(signature: type[dspy.Signature], field: str,
     """Return `signature` whose output `field` (a choice, written before the fields it governs) decides what the
     other output fields may hold: `variants` maps each allowed value of `field` to per-field schemas that hold
     only after that value, e.g. {"final_mistake": {"sentence_id": {"enum": ids}}, "no_error": {"sentence_id":
-    {"const": -1}}}. Backends that decode a grammar (`grammar_variants` on the LM: llama.cpp, in process or its
-    server) get one object schema per value (`anyOf`); the others get the flat schema, where each field allows the
-    union, and the stage checks the combination itself as before."""
+    {"const": -1}}}. Backends that decode a grammar (llama.cpp: in process, `grammar_variants` on the LM; its
+    server, `structured_output=json_object_schema`) get one object schema per value (`anyOf`); the others get the
+    flat schema, where each field allows the union, and the stage checks the combination itself as before."""
     return signature.with_updated_fields(field, **{VARIANTS_KEY: {k: dict(v) for k, v in variants.items()}})
 
 
@@ -84,17 +84,15 @@ class ConstrainedJSONAdapter(dspy.JSONAdapter):
             base = _get_structured_outputs_response_format(signature, self.use_native_function_calling) \
                 .model_json_schema()
         schema = copy.deepcopy(base)
+        governing = None  # (field, its variants): the field whose value decides the others' bounds
         for name, field in signature.output_fields.items():
             extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
             prop = schema.get("properties", {}).get(name)
             if SCHEMA_KEY in extra and prop is not None:
                 prop.update(copy.deepcopy(extra[SCHEMA_KEY]))
-        if variants:
-            for name, field in signature.output_fields.items():
-                extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-                if VARIANTS_KEY in extra and name in schema.get("properties", {}):
-                    return self._variants(schema, name, extra[VARIANTS_KEY])
-        return schema
+            if VARIANTS_KEY in extra and prop is not None:
+                governing = name, extra[VARIANTS_KEY]
+        return self._variants(schema, *governing) if variants and governing else schema
 
     @staticmethod
     def _variants(schema: dict[str, Any], name: str, variants: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:

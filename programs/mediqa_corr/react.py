@@ -148,7 +148,6 @@ class MedReAct(dspy.Module):
         # after the agent's last turn) and every step when there is no search tool. A 1.5B model otherwise spent
         # every step of its one episode searching "not available" and the note got the fallback line; the prompt
         # is unchanged, only the reply's action is bounded (where the backend decodes to the schema).
-        acting = with_output_schema(signature, "action", {"type": "string", "enum": list(ACTING)})
         # What each action's reply may hold, where the backend decodes a grammar: a mistake names a sentence of this
         # note and a correction; the other actions write -1. The 1.5B model otherwise answered `final_mistake` with
         # sentence -1 and no correction on every step of 2 of 3 validation notes (an invalid answer, so the
@@ -160,7 +159,7 @@ class MedReAct(dspy.Module):
                     "no_error": {"search_query": {"maxLength": 0}, "sentence_id": {"const": -1},
                                  "corrected_sentence": {"maxLength": 0}}}
         signature = with_output_variants(signature, "action", variants)
-        acting = with_output_variants(acting, "action", variants)
+        acting = with_output_schema(signature, "action", {"type": "string", "enum": list(ACTING)})  # keeps the variants
         episode = Episode()
         memory = "\n".join(f"- {r}" for r in reflections) or "(none)"
         for n in range(1, self.max_steps + 1):
