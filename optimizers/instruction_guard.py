@@ -30,6 +30,7 @@ class GuardLimits:
     min_compression_ratio: float
     min_chars_to_compress: int
     max_copied_words: int
+    adopt_if: str = "not_worse"   # whether the compiled program is adopted at all: see `adoption_refusal`
 
     @classmethod
     def from_config(cls, guard: Mapping[str, Any] | None) -> GuardLimits:
@@ -42,7 +43,28 @@ class GuardLimits:
             raise ConfigError(f"optimizer.guard: missing {sorted(names - set(values))}, unknown "
                               f"{sorted(set(values) - names)}; the keys are {sorted(names)} "
                               "(conf/optimizer/guard/default.yaml)")
+        if values["adopt_if"] not in ADOPT_IF:
+            raise ConfigError(f"optimizer.guard.adopt_if must be one of {list(ADOPT_IF)}, not {values['adopt_if']!r}")
         return cls(**values)
+
+
+ADOPT_IF = ("improves", "not_worse", "always")
+
+
+def adoption_refusal(adopt_if: str, before: float, after: float) -> str | None:
+    """Why a compiled program is not adopted (its validation score against the one before), or None.
+
+    A score that could not be taken before (a learned stage compiled from scratch: NaN) gives nothing to compare:
+    the compiled program is adopted (the learned-weights review judges it against the trivial baselines)."""
+    if adopt_if == "always" or before != before:
+        return None
+    if after != after:
+        return f"its validation score could not be taken (before: {before:.4f})"
+    if adopt_if == "improves" and not after > before:
+        return f"the validation score did not improve ({before:.4f} before, {after:.4f} after; optimizer.guard.adopt_if=improves)"
+    if adopt_if == "not_worse" and after < before:
+        return f"the validation score fell ({before:.4f} before, {after:.4f} after; optimizer.guard.adopt_if=not_worse)"
+    return None
 
 
 @dataclass(frozen=True)

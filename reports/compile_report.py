@@ -70,6 +70,9 @@ def markdown(report: dict[str, Any]) -> str:
               f"({report['train_size']} training examples)", "", f"| | {report['metric']} |", "|---|---|"]
     lines += [f"| {name} | {fmt_score(value)} |" for name, value in score_rows(report)]
     guard = guard_lines(report)
+    adoption = report.get("adoption") or {}
+    if adoption.get("refused"):
+        lines += ["", f"**Not adopted**: {adoption['refused']}"]
     review = report.get("learned_review")
     if review:
         lines += ["", "## Learned weights", ""] + [f"- {line}" for line in review["lines"]]
@@ -133,6 +136,8 @@ def html(report: dict[str, Any]) -> str:
     body = (f"<h1>Compile: program={esc(report['program'])}, optimizer={esc(report['optimizer'])}</h1>{warning}"
             + table(["", report["metric"]], [(name, fmt_score(v)) for name, v in score_rows(report)],
                     caption=f"{report['val_size']} validation examples, {report['train_size']} training examples")
+            + (f'<p class="bad"><strong>Not adopted</strong>: {esc((report.get("adoption") or {})["refused"])}</p>'
+               if (report.get("adoption") or {}).get("refused") else "")
             + "<h2>Instruction guard</h2><ul>" + "".join(f"<li>{esc(g)}</li>" for g in guard) + "</ul>"
             + "<h2>Predictors</h2>" + "".join(html_predictor(p) for p in report["predictors"])
             + (f"<p>Curated demos kept from the config (outside the predictors): {esc(curated)}</p>"

@@ -18,7 +18,7 @@ from common.parameters import LearnedStateError
 from lms import build_lm
 from optimizers.compile import data_hash, evaluate, run_optimizer, save_compiled
 from optimizers.feedback import with_feedback
-from optimizers.instruction_guard import GuardLimits
+from optimizers.instruction_guard import GuardLimits, adoption_refusal
 from optimizers.instruction_review import any_rejected, example_inputs, guard_instructions, snapshot
 from optimizers.split_overlap import split_overlap
 from reports import compile_report
@@ -91,6 +91,11 @@ def compile_program(cfg: DictConfig, contract: ProgramContract, program: dspy.Mo
     after = evaluate(compiled, valset, metric) if rejected or proposed is None else proposed
     print(f"after {cfg.optimizer.name}: {after:.4f}"
           + (f" (as the optimizer proposed it: {proposed:.4f}; rejected instructions put back)" if rejected else ""))
+    # the compiled program is adopted only when data.val says so (optimizer.guard.adopt_if): a compile that made the
+    # program worse on validation must not replace a working state
+    not_adopted = adoption_refusal(limits.adopt_if, before, after)
+    if not_adopted:
+        print(f"adoption guard: not adopted: {not_adopted}")
     out = output_dir()
     guard = [r.to_json() for r in reviews]
     metadata = {
@@ -102,9 +107,10 @@ def compile_program(cfg: DictConfig, contract: ProgramContract, program: dspy.Mo
         "train_val_overlap": overlap.message if overlap else None,
         "instruction_guard": [{k: g[k] for k in ("predictor", "verdict", "adopted", "reasons")} for g in guard],
         "learned_review": learned_review,
+        "adoption": {"rule": limits.adopt_if, "refused": not_adopted},
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
-    refused = bool(learned_review and learned_review["refused"])
+    refused = bool(learned_review and learned_review["refused"]) or bool(not_adopted)
     for path in ({out / "compiled_program.json"} if refused else {save_to, out / "compiled_program.json"}):
         save_compiled(compiled, path, metadata)
     demos = {name: len(p.demos) for name, p in compiled.named_predictors()}
@@ -116,12 +122,15 @@ def compile_program(cfg: DictConfig, contract: ProgramContract, program: dspy.Mo
               "train_size": len(trainset), "val_size": len(valset), "scores": metadata["scores"],
               "overlap_warning": metadata["train_val_overlap"], "predictors": guard, "curated_demos": curated,
               "saved": None if refused else str(save_to), "optimizer_config": metadata["optimizer"],
-              "learned_review": learned_review}
+              "learned_review": learned_review, "adoption": metadata["adoption"]}
     write_json(out / "compile_report.json", report)
     write_text(out / "compile_report.md", compile_report.markdown(report))
     write_text(out / "compile_report.html", compile_report.html(report))
     if refused:
-        raise ClinprogError(f"the learned weights were not adopted ({'; '.join(learned_review['refused'])}); "
+        why = [not_adopted] if not_adopted else []
+        what = "compiled program was" if not_adopted else "learned weights were"
+        why += list(learned_review["refused"]) if learned_review else []
+        raise ClinprogError(f"the {what} not adopted ({'; '.join(why)}); "
                             f"{save_to} is unchanged (what was fitted: {out / 'compiled_program.json'})")
     print(f"saved {save_to} (+{save_to.name}.meta.json); learned demos per predictor: {demos}"
           + (f"; curated demos kept from config: {curated}" if any(curated.values()) else ""))

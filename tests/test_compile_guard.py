@@ -57,6 +57,42 @@ def test_every_optimizer_config_carries_the_guard_limits(name):
     assert guard.enabled and guard.max_growth == 4.0 and guard.max_words == 300
 
 
+@pytest.mark.parametrize(("rule", "before", "after", "adopted"), [
+    ("not_worse", 0.5, 0.4, False), ("not_worse", 0.5, 0.5, True), ("improves", 0.5, 0.5, False),
+    ("improves", 0.5, 0.6, True), ("always", 0.5, 0.1, True), ("improves", float("nan"), 0.1, True)])
+def test_a_compiled_program_replaces_the_saved_state_only_as_adopt_if_says(tmp_path, monkeypatch, rule, before,
+                                                                           after, adopted):
+    """optimizer.guard.adopt_if against the validation score before and after (NaN before: a learned stage compiled
+    from scratch has nothing to compare with); a refused compile keeps the earlier state and says why in one line."""
+    from common.errors import ClinprogError
+
+    contract, examples = dev_pairs()
+    saved = tmp_path / "saved.json"
+    saved.write_text('{"earlier": "state"}')
+    cfg = config("program=archehr", f"data.cases={DEV_QUESTIONS}", "optimizer=bootstrap",
+                 f"optimizer.guard.adopt_if={rule}", f"program.optimize.save_to={saved}")
+    student = program("archehr")
+    monkeypatch.setattr(compile_runner, "build_optimizer", lambda *a: FakeOptimizer({}))
+    monkeypatch.setattr(compile_runner, "output_dir", lambda: tmp_path)
+    monkeypatch.setattr(compile_runner, "evaluate", lambda prog, valset, metric: before if prog is student else after)
+    if adopted:
+        compile_runner.compile_program(cfg, contract, student, examples[:2], examples[2:4])
+        assert "earlier" not in saved.read_text()
+        return
+    with pytest.raises(ClinprogError, match=f"compiled program was not adopted .*adopt_if={rule}.* is unchanged"):
+        compile_runner.compile_program(cfg, contract, student, examples[:2], examples[2:4])
+    assert saved.read_text() == '{"earlier": "state"}' and (tmp_path / "compiled_program.json").is_file()
+    report = json.loads((tmp_path / "compile_report.json").read_text())
+    assert report["saved"] is None and report["adoption"]["rule"] == rule and report["adoption"]["refused"]
+    assert "**Not adopted**" in (tmp_path / "compile_report.md").read_text()
+
+
+def test_adopt_if_takes_one_of_three_rules():
+    with pytest.raises(ConfigError, match=r"optimizer.guard.adopt_if must be one of \['improves', 'not_worse', "
+                                          r"'always'\], not 'sometimes'"):
+        limits("optimizer.guard.adopt_if=sometimes")
+
+
 def test_a_missing_or_misspelt_guard_key_is_one_config_error():
     cfg = config("optimizer=gepa").optimizer.guard
     with pytest.raises(ConfigError, match=r"missing \['max_words'\], unknown \['max_word'\]"):

@@ -60,6 +60,16 @@ def test_compile(tmp_path, lm):
     assert "tag" in json.dumps(state)  # the toy's predictor, saved like any DSPy state
     rerun = run_main(*TOY, *lm, f"program.compiled={saved}", f"hydra.run.dir={tmp_path / 'run'}")
     assert rerun.returncode == 0, rerun.stderr[-2000:]
+    # the toy scores 1.0 before and after: a compile that must improve is not adopted, one line, the state kept
+    strict = run_main(*TOY, *lm, "task=compile", "optimizer=bootstrap", "optimizer.guard.adopt_if=improves",
+                      f"program.optimize.save_to={saved}", f"hydra.run.dir={tmp_path / 'strict'}")
+    assert strict.returncode == 2 and json.loads(saved.read_text()) == state
+    errors = [line for line in strict.stderr.splitlines() if line.startswith("error:")]
+    assert errors == strict.stderr.strip().splitlines()[-1:] == [
+        "error: the compiled program was not adopted (the validation score did not improve (1.0000 before, 1.0000 "
+        f"after; optimizer.guard.adopt_if=improves)); {saved} is unchanged (what was fitted: "
+        f"{tmp_path / 'strict' / 'compiled_program.json'})"]
+    assert "**Not adopted**: the validation score did not improve" in (tmp_path / "strict" / "compile_report.md").read_text()
 
 
 def test_its_learned_stage_is_fitted_by_task_compile_optimizer_fit(tmp_path, lm):
