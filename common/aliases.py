@@ -183,6 +183,8 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         # first on sys.meta_path, it is asked about every import of the process (thousands): one prefix test
         # answers all but the old names
         self.prefixes = tuple({m.old.rsplit(".", 1)[0] + "." for m in self.table})
+        self.listed = {m.old for m in self.table}
+        self.announced: set[str] = set()   # old names whose line was printed
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         if not fullname.startswith(self.prefixes):
@@ -216,7 +218,27 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         moved, own_spec = module.__spec__.loader_state
         if own_spec is not None:
             module.__spec__ = own_spec
+        if _importing_a_submodule_of(moved.old):  # `import old.pkg.mod`: the line of old.pkg.mod alone
+            return
+        package = moved.old.rpartition(".")[0]
+        if moved.old not in self.listed and package in self.announced:
+            return  # old.pkg's line said where old.pkg.mod went (`from old.pkg import mod`)
+        self.announced.add(moved.old)
         print(moved.line(), file=sys.stderr)
+
+
+def _importing_a_submodule_of(package: str) -> bool:
+    """Whether `package` is being imported as the parent of a module the import statement names (Python imports
+    `a.b` before `a.b.c`): the more specific module's line then stands for both. Read from the import machinery's
+    frames (CPython's `_find_and_load_unlocked(name, ...)`); elsewhere it is False and both lines are printed."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "_find_and_load_unlocked":
+            name = frame.f_locals.get("name")
+            if isinstance(name, str) and name.startswith(package + "."):
+                return True
+        frame = frame.f_back
+    return False
 
 
 def install_moved_modules() -> None:

@@ -14,7 +14,7 @@ import pytest
 from hydra.utils import get_class, get_method
 
 import programs.archehr  # noqa: F401  (installs the finder)
-from common.aliases import MOVED_MODULES, MovedModule, moved_module
+from common.aliases import MOVED_MODULES, MovedModule, MovedModuleFinder, moved_module
 
 pytestmark = pytest.mark.unit
 
@@ -54,10 +54,21 @@ def _forget(name: str) -> None:
             del sys.modules[key]
 
 
+def _fresh_process_state(name: str) -> None:
+    """As in a new process: `name`, its old parents and their old submodules out of sys.modules, no line printed yet."""
+    package = name
+    while moved_module(package) is not None:
+        _forget(package)
+        package = package.rpartition(".")[0]
+    for finder in sys.meta_path:
+        if isinstance(finder, MovedModuleFinder):
+            finder.announced.clear()
+
+
 def _import_with_lines(name: str, capsys: pytest.CaptureFixture[str]) -> tuple[object, list[str]]:
-    parent = name.rpartition(".")[0]
-    importlib.import_module(parent)        # an old parent's own line is its own entry's business
-    _forget(name)
+    """`import <name>` as a new process runs it (an old parent is imported on the way, silently: the statement
+    names the submodule, whose line stands for both)."""
+    _fresh_process_state(name)
     capsys.readouterr()
     module = importlib.import_module(name)
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("deprecated:")]
@@ -101,6 +112,23 @@ def test_a_moved_packages_submodules_follow_it(name: str, capsys: pytest.Capture
     new = name.replace("programs.archehr.verifier.", "programs.archehr.grounding.verifier.")
     assert module is importlib.import_module(new)
     assert lines == [f"deprecated: {name} is now {new}; the old name goes in the next release"]
+
+
+def test_a_submodule_imported_from_its_old_package_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """`from old.pkg import mod` imports old.pkg (its line), then old.pkg.mod, whose new place that line already
+    gave: one line in all; a submodule with an entry of its own still gets its own line."""
+    _fresh_process_state("programs.archehr.verifier.pairs")
+    capsys.readouterr()
+    from programs.archehr.verifier import pairs, weights  # noqa: F401
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("deprecated:")]
+    assert lines == [MovedModule("programs.archehr.verifier", ("programs.archehr.grounding.verifier",)).line()]
+    assert pairs is importlib.import_module("programs.archehr.grounding.verifier.pairs")
+    _fresh_process_state("programs.archehr.no_lm.evidence")
+    capsys.readouterr()
+    from programs.archehr.no_lm import evidence  # noqa: F401
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("deprecated:")]
+    assert [line.split(" is now")[0] for line in lines] == ["deprecated: programs.archehr.no_lm",
+                                                             "deprecated: programs.archehr.no_lm.evidence"]
 
 
 def test_the_old_package_names_of_the_split_modules_keep_their_classes() -> None:
