@@ -137,3 +137,36 @@ def test_the_architecture_is_read_from_the_header_alone_past_fields_of_every_kin
     (tmp_path / "cut.gguf").write_bytes((tmp_path / "late.gguf").read_bytes()[:40])
     with pytest.raises(ValueError, match="cut.gguf is not a readable GGUF model"):
         read_architecture(tmp_path / "cut.gguf")
+
+
+def test_a_base_load_parses_each_gguf_once_and_puts_gguf_back(monkeypatch):
+    """transformers reads the base three times in one load (config, tokenizer, weights): inside `_one_gguf_parse`
+    the file is parsed once and gguf's tensor-name table built once per architecture; outside it, gguf is as it was."""
+    import gguf
+
+    from lms.gguf_causal_lm import _one_gguf_parse
+
+    made: list[str] = []
+
+    class CountingReader:
+        def __init__(self, path, mode="r"):
+            made.append(str(path))
+
+    tables: list[tuple] = []
+
+    def counting_map(arch, n_blocks):
+        tables.append((arch, n_blocks))
+        return {"arch": arch, "blocks": n_blocks}
+
+    monkeypatch.setattr(gguf, "GGUFReader", CountingReader)
+    monkeypatch.setattr(gguf, "get_tensor_name_map", counting_map)
+    with _one_gguf_parse():
+        from gguf import GGUFReader, get_tensor_name_map  # as transformers imports them, at each call
+
+        first, again, other = GGUFReader("a.gguf"), GGUFReader("a.gguf"), GGUFReader("b.gguf")
+        assert first is again and other is not first
+        assert get_tensor_name_map(1, 30) == get_tensor_name_map(1, 30) == {"arch": 1, "blocks": 30}
+    assert made == ["a.gguf", "b.gguf"] and tables == [(1, 30)]
+    assert gguf.GGUFReader is CountingReader and gguf.get_tensor_name_map is counting_map
+    after = gguf.GGUFReader("a.gguf")  # outside the block: a new parse each time
+    assert after is not first and made == ["a.gguf", "b.gguf", "a.gguf"]
