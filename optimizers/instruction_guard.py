@@ -8,6 +8,7 @@ plain text statistic, so it needs no LM and judges every proposal the same way."
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import zlib
 from collections.abc import Iterable, Mapping
@@ -56,14 +57,15 @@ def adoption_refusal(adopt_if: str, before: float, after: float) -> str | None:
 
     A score that could not be taken before (a learned stage compiled from scratch: NaN) gives nothing to compare:
     the compiled program is adopted (the learned-weights review judges it against the trivial baselines)."""
-    if adopt_if == "always" or before != before:
+    if adopt_if == "always" or math.isnan(before):
         return None
-    if after != after:
+    if math.isnan(after):
         return f"its validation score could not be taken (before: {before:.4f})"
+    scores = f"({before:.4f} before, {after:.4f} after; optimizer.guard.adopt_if={adopt_if})"
     if adopt_if == "improves" and not after > before:
-        return f"the validation score did not improve ({before:.4f} before, {after:.4f} after; optimizer.guard.adopt_if=improves)"
+        return f"the validation score did not improve {scores}"
     if adopt_if == "not_worse" and after < before:
-        return f"the validation score fell ({before:.4f} before, {after:.4f} after; optimizer.guard.adopt_if=not_worse)"
+        return f"the validation score fell {scores}"
     return None
 
 

@@ -133,11 +133,11 @@ def html(report: dict[str, Any]) -> str:
         if report.get("overlap_warning") else ""
     guard = guard_lines(report) or ["no instruction was changed"]
     curated = report.get("curated_demos") or {}
+    refused = (report.get("adoption") or {}).get("refused")
     body = (f"<h1>Compile: program={esc(report['program'])}, optimizer={esc(report['optimizer'])}</h1>{warning}"
             + table(["", report["metric"]], [(name, fmt_score(v)) for name, v in score_rows(report)],
                     caption=f"{report['val_size']} validation examples, {report['train_size']} training examples")
-            + (f'<p class="bad"><strong>Not adopted</strong>: {esc((report.get("adoption") or {})["refused"])}</p>'
-               if (report.get("adoption") or {}).get("refused") else "")
+            + (f'<p class="bad"><strong>Not adopted</strong>: {esc(refused)}</p>' if refused else "")
             + "<h2>Instruction guard</h2><ul>" + "".join(f"<li>{esc(g)}</li>" for g in guard) + "</ul>"
             + "<h2>Predictors</h2>" + "".join(html_predictor(p) for p in report["predictors"])
             + (f"<p>Curated demos kept from the config (outside the predictors): {esc(curated)}</p>"
