@@ -142,5 +142,6 @@ def html(report: dict[str, Any]) -> str:
             + "<h2>Predictors</h2>" + "".join(html_predictor(p) for p in report["predictors"])
             + (f"<p>Curated demos kept from the config (outside the predictors): {esc(curated)}</p>"
                if any(curated.values()) else "")
-            + f"<h2>Saved</h2><p>{esc(report['saved'])}</p>{json_block(report.get('optimizer_config'))}")
+            + f"<h2>Saved</h2><p>{esc(report['saved'] or 'nothing (not adopted)')}</p>"
+            + json_block(report.get("optimizer_config")))
     return page(f"clinprog compile {report['program']}", body, script="")

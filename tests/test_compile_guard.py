@@ -85,7 +85,8 @@ def test_a_compiled_program_replaces_the_saved_state_only_as_adopt_if_says(tmp_p
     report = json.loads((tmp_path / "compile_report.json").read_text())
     assert report["saved"] is None and report["adoption"]["rule"] == rule and report["adoption"]["refused"]
     assert "**Not adopted**" in (tmp_path / "compile_report.md").read_text()
-    assert '<p class="bad"><strong>Not adopted</strong>: ' in (tmp_path / "compile_report.html").read_text()
+    page = (tmp_path / "compile_report.html").read_text()
+    assert '<p class="bad"><strong>Not adopted</strong>: ' in page and "<h2>Saved</h2><p>nothing (not adopted)</p>" in page
 
 
 def test_adopt_if_takes_one_of_three_rules():
