@@ -59,10 +59,21 @@ class Embedder:
         return pair + (f"@{self.truncate_dim}" if self.truncate_dim else "")
 
     def _load_one(self, name: str):
-        from sentence_transformers import SentenceTransformer
-
+        """A plain BERT + mean-pooling folder on the CPU (the default all-MiniLM-L6-v2) runs with torch alone
+        (retrieval/bert_encoder.py: the same vectors bit for bit, without the ~7-10 s of importing
+        sentence-transformers in every process); any other model, a hub name or another device through
+        sentence-transformers."""
         try:
-            model = SentenceTransformer(resolve_model_path(name), device=self.device, truncate_dim=self.truncate_dim)
+            path = resolve_model_path(name)
+            if self.device == "cpu":
+                from retrieval.bert_encoder import load_bert_encoder
+
+                light = load_bert_encoder(path, self.max_seq_length)
+                if light is not None:
+                    return light
+            from sentence_transformers import SentenceTransformer
+
+            model = SentenceTransformer(path, device=self.device, truncate_dim=self.truncate_dim)
         except Exception as exc:
             raise RetrievalError(f"embedder {name!r} cannot be loaded here: {exc}".splitlines()[0]) from exc
         if self.max_seq_length:

@@ -114,9 +114,19 @@ def _stemmer() -> Any:
 
 @lru_cache(maxsize=1)
 def _stop_words() -> frozenset[str]:
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS  # a generic English list, not fitted to any data
+    """scikit-learn's generic English stop-word list (not fitted to any data), read from its one-constant module
+    without importing scikit-learn: `import sklearn` costs a default run's process ~2 s and nothing else in it
+    needs the package."""
+    import importlib.util
+    from pathlib import Path
 
-    return frozenset(ENGLISH_STOP_WORDS)
+    spec = importlib.util.find_spec("sklearn")  # locates the package without running its __init__
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("scikit-learn is not installed (its English stop-word list is used here)")
+    source = Path(next(iter(spec.submodule_search_locations))) / "feature_extraction" / "_stop_words.py"
+    namespace: dict[str, Any] = {}
+    exec(compile(source.read_text(encoding="utf-8"), str(source), "exec"), namespace)  # noqa: S102 - a literal
+    return frozenset(namespace["ENGLISH_STOP_WORDS"])
 
 
 def content_stems(text: str) -> set[str]:

@@ -52,6 +52,8 @@ class TokenAligner:
 
     def _parts(self) -> tuple[Any, Any]:
         model = self.embedder._load()
+        if hasattr(model, "encoder"):  # retrieval/bert_encoder.py's model: the same call shapes as transformers'
+            return model.tokenizer, model.encoder
         transformer = model[0]
         return transformer.tokenizer, transformer.auto_model
 
