@@ -3,11 +3,13 @@ from __future__ import annotations
 import os
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    # xdist workers share the cores: one llama.cpp thread each (its threads spin while they wait; 2 x 2 on 2 cores
-    # ran the question-stage tests 1.7x slower), and one torch/OpenMP thread each, set before anything imports torch
-    # (2 workers x 2 OpenMP threads on 2 cores: the same in-process runs took 80 s of wall time, 1 thread each 67 s;
-    # the processes the tests start inherit it)
-    os.environ.setdefault("CLINPROG_LLAMA_THREADS", "1")
+    # xdist workers share the cores. llama.cpp: the product's default, `auto` (the cores free at each call,
+    # common/cpu.py): a fixed 2 each ran the question-stage tests 1.7x slower (its threads spin while they wait), a
+    # fixed 1 left a core idle while the other worker waited on a server, Ray or a subprocess (whole suite, back to
+    # back on one machine: auto 489 s / 871 CPU-s, 1 thread 515 s / 896; earlier runs 529 vs 564-573). torch/OpenMP:
+    # one thread each, set before anything imports torch (2 workers x 2 OpenMP threads on 2 cores: the same in-process
+    # runs took 80 s of wall time, 1 thread each 67 s; the processes the tests start inherit it)
+    os.environ.setdefault("CLINPROG_LLAMA_THREADS", "auto")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("MKL_NUM_THREADS", "1")
 
