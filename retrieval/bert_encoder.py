@@ -34,35 +34,40 @@ class BertShape:
 
 
 def plain_bert_shape(folder: Path) -> BertShape | None:
-    """The encoder's shape when `folder` holds a plain BERT + mean-pooling sentence-transformers model, else None."""
+    """The encoder's shape when `folder` holds a plain BERT + mean-pooling sentence-transformers model, else None
+    (anything unexpected in its files, too: the library then reads it)."""
     try:
-        modules = json.loads((folder / "modules.json").read_text())
-        config = json.loads((folder / "config.json").read_text())
-        pooling = json.loads((folder / "1_Pooling" / "config.json").read_text())
-        st_config = json.loads((folder / "sentence_bert_config.json").read_text())
-        prompts = json.loads((folder / "config_sentence_transformers.json").read_text()) \
-            if (folder / "config_sentence_transformers.json").exists() else {}
-    except (OSError, ValueError):
+        return _plain_bert_shape(folder)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, IndexError):
         return None
+
+
+def _plain_bert_shape(folder: Path) -> BertShape | None:
+    modules = json.loads((folder / "modules.json").read_text())
+    config = json.loads((folder / "config.json").read_text())
+    pooling = json.loads((folder / "1_Pooling" / "config.json").read_text())
+    st_config = json.loads((folder / "sentence_bert_config.json").read_text())
+    extra = folder / "config_sentence_transformers.json"
+    prompts = json.loads(extra.read_text()) if extra.exists() else {}
     types = [m.get("type") for m in modules]
     normalize = types[2:] == [_NORMALIZE]
-    modes = {k for k, v in pooling.items() if k.startswith("pooling_mode") and v}
+    modes = {k for k, v in pooling.items() if k.startswith("pooling_mode_") and v is True}
+    mean = modes == {"pooling_mode_mean_tokens"} or pooling.get("pooling_mode") in ("mean", ["mean"])
     if (tuple(types[:2]) != _PLAIN_MODULES or not (len(types) == 2 or normalize)
-            or modules[1].get("path") != "1_Pooling"
+            or modules[0].get("path", "") != "" or modules[1].get("path") != "1_Pooling" or not mean
             or config.get("model_type") != "bert" or config.get("hidden_act") != "gelu"
-            or config.get("position_embedding_type", "absolute") != "absolute"
-            or config.get("is_decoder") or modes != {"pooling_mode_mean_tokens"}
+            or config.get("position_embedding_type", "absolute") != "absolute" or config.get("is_decoder")
             or pooling.get("include_prompt", True) is not True
             or any(prompts.get(k) for k in ("prompts", "default_prompt_name"))
-            or st_config.get("do_lower_case") or not (folder / "model.safetensors").is_file()
-            or not (folder / "tokenizer.json").is_file()):
+            or st_config.get("do_lower_case") or not st_config.get("max_seq_length")
+            or not (folder / "model.safetensors").is_file() or not (folder / "tokenizer.json").is_file()):
         return None
     hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
     if hidden % heads:
         return None
     return BertShape(layers=int(config["num_hidden_layers"]), heads=heads, hidden=hidden,
                      eps=float(config.get("layer_norm_eps", 1e-12)),
-                     max_seq_length=int(st_config.get("max_seq_length") or config["max_position_embeddings"]),
+                     max_seq_length=min(int(st_config["max_seq_length"]), int(config["max_position_embeddings"])),
                      normalize=normalize)
 
 
@@ -207,4 +212,9 @@ def load_bert_encoder(folder: str | Path, max_seq_length: int | None = None) -> 
         if not 0 < int(max_seq_length) <= limit:
             raise ValueError(f"max_seq_length {max_seq_length} is outside 1..{limit} (the model's positions)")
         shape = replace(shape, max_seq_length=int(max_seq_length))
-    return BertSentenceModel(path, shape)
+    model = BertSentenceModel(path, shape)
+    import torch
+
+    if any(t.dtype != torch.float32 for t in model.encoder.w.values() if t.is_floating_point()):
+        return None  # half-precision weights: transformers' loading rules for them are the library's to apply
+    return model

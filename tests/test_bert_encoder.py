@@ -107,6 +107,11 @@ def test_another_layout_goes_to_sentence_transformers_and_a_bad_length_is_one_li
     (pooling / "1_Pooling" / "config.json").write_text(json.dumps(
         {**config, "pooling_mode_mean_tokens": False, "pooling_mode_cls_token": True}))
     assert plain_bert_shape(pooling) is None
+    (pooling / "1_Pooling" / "config.json").write_text(json.dumps(config))
+    (pooling / "model.safetensors").symlink_to(type(tmp_path)(source) / "model.safetensors")
+    assert plain_bert_shape(pooling) is not None  # mean pooling again
+    (pooling / "modules.json").write_text(json.dumps({"not": "a list"}))  # unexpected contents: the library reads it
+    assert plain_bert_shape(pooling) is None
     with pytest.raises(Exception, match="cannot be loaded here: max_seq_length 600 is outside 1..512"):
         Embedder(MODEL, max_seq_length=600)._load()
     short = Embedder(MODEL, max_seq_length=8, threads=1)
