@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -44,7 +45,7 @@ print(json.dumps({{"cpu_s": usage.ru_utime + usage.ru_stime, "wall_s": time.perf
 def one(library: bool, cases: Path) -> dict:
     code = CHILD.format(root=str(ROOT), cases=str(cases), library=library)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                         env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
     if out.returncode:
         raise SystemExit(f"error: the {'library' if library else 'torch-only'} process failed: "
                          f"{out.stderr.strip().splitlines()[-1:]}")

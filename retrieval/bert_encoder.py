@@ -14,6 +14,7 @@ and alone). A folder of any other layout (another architecture, pooling, a Dense
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -30,6 +31,7 @@ class BertShape:
     hidden: int
     eps: float
     max_seq_length: int
+    positions: int          # the model's position embeddings: the longest input it can read
     normalize: bool
 
 
@@ -65,9 +67,10 @@ def _plain_bert_shape(folder: Path) -> BertShape | None:
     hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
     if hidden % heads:
         return None
+    positions = int(config["max_position_embeddings"])
     return BertShape(layers=int(config["num_hidden_layers"]), heads=heads, hidden=hidden,
                      eps=float(config.get("layer_norm_eps", 1e-12)),
-                     max_seq_length=min(int(st_config["max_seq_length"]), int(config["max_position_embeddings"])),
+                     max_seq_length=min(int(st_config["max_seq_length"]), positions), positions=positions,
                      normalize=normalize)
 
 
@@ -75,26 +78,40 @@ class BertTokenizer:
     """The folder's fast tokenizer (tokenizer.json) with transformers' call shape where clinprog uses it."""
 
     def __init__(self, path: Path, max_length: int) -> None:
-        from tokenizers import Tokenizer
-
-        self._tokenizer = Tokenizer.from_file(str(path))
-        self._tokenizer.no_padding()  # padded here, to a width given per call
-        # set once (a fast tokenizer whose settings change per call is not safe to share between threads); the
-        # special tokens are kept and the text cut, as transformers' truncation="longest_first" does
-        self._tokenizer.enable_truncation(max_length, strategy="longest_first")
-        self.max_length = max_length
+        self.path, self.max_length = path, max_length
+        self._lock = threading.Lock()
+        self._by_length: dict[int, Any] = {}
+        self._tokenizer = self._truncating(max_length)
         self.pad_id = self._tokenizer.token_to_id("[PAD]") or 0
+
+    def _truncating(self, max_length: int) -> Any:
+        """The folder's tokenizer cutting texts to `max_length` tokens, one per length: its settings are set once
+        (a fast tokenizer whose settings change per call is not safe to share between threads). Not padded (padded
+        here, to a width given per call); the special tokens are kept and the text cut, as transformers'
+        truncation="longest_first" does."""
+        with self._lock:
+            tokenizer = self._by_length.get(max_length)
+            if tokenizer is None:
+                from tokenizers import Tokenizer
+
+                tokenizer = Tokenizer.from_file(str(self.path))
+                tokenizer.no_padding()
+                tokenizer.enable_truncation(max_length, strategy="longest_first")
+                self._by_length[max_length] = tokenizer
+        return tokenizer
 
     def tokenize(self, text: str) -> list[str]:
         """Word pieces without the special tokens (transformers' `tokenizer.tokenize`)."""
         return self._tokenizer.encode(text, add_special_tokens=False).tokens
 
-    def encode(self, texts: list[str], width: int | None = None) -> dict[str, Any]:
+    def encode(self, texts: list[str], width: int | None = None, max_length: int | None = None) -> dict[str, Any]:
         """input_ids, token_type_ids, attention_mask (int64 tensors) of `texts` truncated to `max_length` tokens
-        and padded to `width` (None: to the longest; a text longer than `width` is a ValueError)."""
+        (None: the model's max_seq_length) and padded to `width` (None: to the longest; a text longer than `width`
+        is a ValueError)."""
         import torch
 
-        ids = [e.ids for e in self._tokenizer.encode_batch(list(texts))]
+        tokenizer = self._truncating(max_length) if max_length else self._tokenizer
+        ids = [e.ids for e in tokenizer.encode_batch(list(texts))]
         longest = max((len(x) for x in ids), default=0)
         if width is not None and longest > width:  # the embedder pads each text to its own bucket: never shorter
             raise ValueError(f"a text of {longest} tokens does not fit the padded width {width}")
@@ -107,7 +124,11 @@ class BertTokenizer:
 
     def __call__(self, text: str, return_tensors: str = "pt", truncation: bool = True,
                  max_length: int | None = None) -> dict[str, Any]:
-        return self.encode([text])
+        """transformers' call shape for one text (torch tensors, truncated to `max_length`: the model's
+        max_seq_length when None)."""
+        if return_tensors != "pt" or not truncation:
+            raise ValueError("this tokenizer returns truncated torch tensors only")
+        return self.encode([text], max_length=max_length)
 
 
 class BertEncoder:
@@ -208,9 +229,8 @@ def load_bert_encoder(folder: str | Path, max_seq_length: int | None = None) -> 
     if shape is None:
         return None
     if max_seq_length:
-        limit = int(json.loads((path / "config.json").read_text())["max_position_embeddings"])
-        if not 0 < int(max_seq_length) <= limit:
-            raise ValueError(f"max_seq_length {max_seq_length} is outside 1..{limit} (the model's positions)")
+        if not 0 < int(max_seq_length) <= shape.positions:
+            raise ValueError(f"max_seq_length {max_seq_length} is outside 1..{shape.positions} (the model's positions)")
         shape = replace(shape, max_seq_length=int(max_seq_length))
     model = BertSentenceModel(path, shape)
     import torch

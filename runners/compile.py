@@ -110,7 +110,8 @@ def compile_program(cfg: DictConfig, contract: ProgramContract, program: dspy.Mo
         "adoption": {"rule": limits.adopt_if, "refused": not_adopted},
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
-    refused = bool(learned_review and learned_review["refused"]) or bool(not_adopted)
+    why_refused = ([not_adopted] if not_adopted else []) + list((learned_review or {}).get("refused") or [])
+    refused = bool(why_refused)
     for path in ({out / "compiled_program.json"} if refused else {save_to, out / "compiled_program.json"}):
         save_compiled(compiled, path, metadata)
     demos = {name: len(p.demos) for name, p in compiled.named_predictors()}
@@ -127,10 +128,8 @@ def compile_program(cfg: DictConfig, contract: ProgramContract, program: dspy.Mo
     write_text(out / "compile_report.md", compile_report.markdown(report))
     write_text(out / "compile_report.html", compile_report.html(report))
     if refused:
-        why = [not_adopted] if not_adopted else []
         what = "compiled program was" if not_adopted else "learned weights were"
-        why += list(learned_review["refused"]) if learned_review else []
-        raise ClinprogError(f"the {what} not adopted ({'; '.join(why)}); "
+        raise ClinprogError(f"the {what} not adopted ({'; '.join(why_refused)}); "
                             f"{save_to} is unchanged (what was fitted: {out / 'compiled_program.json'})")
     print(f"saved {save_to} (+{save_to.name}.meta.json); learned demos per predictor: {demos}"
           + (f"; curated demos kept from config: {curated}" if any(curated.values()) else ""))

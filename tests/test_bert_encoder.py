@@ -76,6 +76,10 @@ def test_word_pieces_padded_batches_and_token_vectors_equal_the_librarys_bit_for
             expected = transformer.auto_model(**batch).last_hidden_state
             got = light.encoder(**light.tokenizer(t)).last_hidden_state
         assert torch.equal(expected, got)
+    for length in (12, 256):  # the length a caller asks for is the one it gets (the verifier asks 256 whatever the
+        # embedder's max_seq_length)
+        expected = transformer.tokenizer(texts[-5], return_tensors="pt", truncation=True, max_length=length)
+        assert light.tokenizer(texts[-5], max_length=length)["input_ids"].tolist() == expected["input_ids"].tolist()
     assert torch.equal(transformer.auto_model.get_input_embeddings().weight, light.encoder.get_input_embeddings().weight)
     for word in ("hyperkalemia", "pneumothorax", "café", "x"):
         assert light.tokenizer.tokenize(word) == transformer.tokenizer.tokenize(word)

@@ -51,8 +51,10 @@ class TokenAligner:
         return self.embedder.name
 
     def _parts(self) -> tuple[Any, Any]:
+        from retrieval.bert_encoder import BertSentenceModel
+
         model = self.embedder._load()
-        if hasattr(model, "encoder"):  # retrieval/bert_encoder.py's model: the same call shapes as transformers'
+        if isinstance(model, BertSentenceModel):  # the torch-only default: the same call shapes as transformers'
             return model.tokenizer, model.encoder
         transformer = model[0]
         return transformer.tokenizer, transformer.auto_model
