@@ -77,6 +77,8 @@ GROUNDING_ACTS_ELSEWHERE = {("grounding/similarity", "judge_compile"):
 # parameters that change how a stage runs, not what it predicts: each acts where the named test checks it
 ACTS_ELSEWHERE = {("question/finetuned", "threads"):
                   "test_question_stage.py::test_threads_reach_the_model_and_come_from_the_environment_by_default",
+                  ("question/finetuned", "cache"):
+                  "test_question_stage.py::test_a_cached_message_gets_the_candidates_a_decode_gives_and_false_decodes",
                   # the default answer keeps whole sentences: the soft cut acts on a sentence over the limit alone, or
                   # with choose=note_order (none of the first dev cases has one)
                   ("answer/extractive", "soft_cut_ratio"):

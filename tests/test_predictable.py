@@ -143,7 +143,9 @@ def submissions(folder) -> dict[str, list]:
 
 def test_a_run_in_reverse_order_and_a_resumed_run_write_the_same_submissions(tmp_path):
     forward, resumed = tmp_path / "forward", tmp_path / "resumed"
-    common = ("program=archehr", "task=run")
+    # the question stage decodes every message in each run (its cache would hand the resumed run the forward run's
+    # candidates: tests/test_question_stage.py checks that a hit equals a decode)
+    common = ("program=archehr", "task=run", "program.question.cache=false")
     assert run_main(*common, f"data.cases={CASES}", f"data.limit={N_CASES}", f"hydra.run.dir={forward}",
                     quiet=True).returncode == 0
     # the same cases in reverse order, in a run cut short after 1 case and resumed in a new run state: every case
@@ -164,7 +166,8 @@ def test_repeated_identical_requests_get_identical_responses(monkeypatch):
     from runners.serve import build_app
 
     monkeypatch.delenv("CLINPROG_SERVE_TOKEN", raising=False)
-    app, _ = build_app(config("task=serve", "program=archehr"), ["task=serve", "program=archehr"])
+    overrides = ["task=serve", "program=archehr", "program.question.cache=false"]  # each request decodes its message
+    app, _ = build_app(config(*overrides), overrides)
     case = load_cases(CASES)[0]
     body = {"case_id": "r", "patient_narrative": case.patient_narrative,
             "sentences": [{"id": s.id, "text": s.text} for s in case.sentences]}

@@ -185,10 +185,45 @@ def test_threads_reach_the_model_and_come_from_the_environment_by_default(monkey
     assert config("program=archehr").program.question.threads == 1
     monkeypatch.delenv("CLINPROG_LLAMA_THREADS")
     assert config("program=archehr").program.question.threads == "auto"  # the free cores at each message
-    stage = archehr_stage("question", "finetuned", "program.question.threads=1")
+    stage = archehr_stage("question", "finetuned", "program.question.threads=1", "program.question.cache=false")
     llm, _ = stage.loaded()
     assert stage("Why was my lisinopril stopped?").clinician_question.endswith("?")
     assert _DECODERS[id(llm)].threads == 1  # set at the message, whatever another stage on the model used
+
+
+def test_a_cached_message_gets_the_candidates_a_decode_gives_and_false_decodes(tmp_path, monkeypatch):
+    from dspy.clients.cache import Cache
+
+    from programs.archehr.question.finetuned import FinetunedQuestionInterpreter
+
+    # DSPy's cache on disk alone (as a new process finds it), in a folder of this test's own
+    monkeypatch.setattr(dspy, "cache", Cache(enable_disk_cache=True, enable_memory_cache=False,
+                                             disk_cache_dir=str(tmp_path / "cache")))
+    decoded: list[str] = []
+    decode = FinetunedQuestionInterpreter.candidates
+
+    def counting(self, message, register):
+        decoded.append(message)
+        return decode(self, message, register)
+
+    monkeypatch.setattr(FinetunedQuestionInterpreter, "candidates", counting)
+    message = "My father had a stent put in last week. Why does he need two blood thinners now?"
+    first = archehr_stage("question", "finetuned")(message)
+    again = archehr_stage("question", "finetuned")(message)  # a new stage: its candidates come from the cache
+    assert len(decoded) == 1 and again.toDict() == first.toDict()
+    stage = archehr_stage("question", "finetuned")
+    decoded.clear()
+    # what the cache returns is what a decode gives, exactly (the reranked rows round the scores: compare raw)
+    raw = decode(stage, stage.prepare(message), again.register)
+    assert stage.cached_candidates(stage.prepare(message), again.register) == raw and decoded == []
+    # a setting that changes the candidates is another key; cache=false decodes every message
+    archehr_stage("question", "finetuned", "program.question.samples=2")(message)
+    assert len(decoded) == 1
+    uncached = archehr_stage("question", "finetuned", "program.question.cache=false")
+    assert uncached(message).toDict() == first.toDict() and uncached(message).toDict() == first.toDict()
+    assert len(decoded) == 3
+    with pytest.raises(ConfigError, match="program.question.cache must be true or false"):
+        archehr_stage("question", "finetuned", "program.question.cache=1")
 
 
 def test_a_question_cut_at_the_word_limit_loses_to_a_whole_one_and_is_kept_only_when_none_is_whole():

@@ -35,7 +35,9 @@ from common.cpu import threads_now, threads_setting
 from common.errors import ConfigError
 from common.parameters import LearnedStateError, LogisticHead, LoraAdapter
 from lms.gguf_causal_lm import BaseModel, batch_decoder, gguf_architecture, merged_llama
+from programs.archehr.question import candidate_cache
 from programs.archehr.question import finetune as question_finetune
+from programs.archehr.question.candidate_cache import model_identity
 from programs.archehr.question.text import (
     finish_question,
     first_question_sentence,
@@ -186,7 +188,7 @@ class FinetunedQuestionInterpreter(dspy.Module):
 
     def __init__(self, max_words: int = 15, register: str = "clinician", samples: int = 8, temperature: float = 0.8,
                  coverage_weight: float = 3.0, opening_weight: float = 3.0, max_new_tokens: int = 40, threads: int = 2,
-                 base: dict[str, Any] | None = None, embedder: Any = None) -> None:
+                 base: dict[str, Any] | None = None, embedder: Any = None, cache: bool = True) -> None:
         super().__init__()
         where = "program.question"
         if register not in ("auto", *REGISTERS):
@@ -206,6 +208,9 @@ class FinetunedQuestionInterpreter(dspy.Module):
         self.max_words, self.register, self.samples, self.temperature = max_words, register, samples, float(temperature)
         self.coverage_weight, self.max_new_tokens = float(coverage_weight), max_new_tokens
         self.threads = threads_setting(threads, f"{where}.threads")
+        if not isinstance(cache, bool):
+            raise ConfigError(f"{where}.cache must be true or false, not {cache!r}")
+        self.cache = cache
         self.base = BaseModel(**(base or {}))
         self.embedder = embedder
         self.adapter = LoraAdapter()
@@ -309,6 +314,17 @@ class FinetunedQuestionInterpreter(dspy.Module):
                 found[question] = (max(best, score), whole or reply_fits(reply, self.max_words))
         return sorted(((q, s, whole) for q, (s, whole) in found.items()), key=lambda x: -x[1])
 
+    def cached_candidates(self, message: str, register: str) -> list[tuple[str, float, bool]]:
+        """`candidates`, kept in DSPy's cache with everything that decides them as the key (candidate_cache.py);
+        `cache=False` decodes every time."""
+        if not self.cache:
+            return self.candidates(message, register)
+        request = {"model": model_identity(self.model_base().path()), "adapter": self.adapter.adapter_id,
+                   "scale": self.adapter.scale, "instruction": self.adapter.instructions.get(register, INSTRUCTIONS[register]),
+                   "message": message, "register": register, "samples": self.samples, "temperature": self.temperature,
+                   "max_new_tokens": self.max_new_tokens, "max_words": self.max_words}
+        return candidate_cache.cached(request, lambda: self.candidates(message, register))
+
     def pick(self, candidates: list[tuple[str, float, bool]], message: str) -> str | None:
         """The best candidate by log-probability + coverage_weight x coverage - opening_weight x the share of the
         training references that open the same way, in whichever register has it most (a template the data
@@ -350,7 +366,7 @@ class FinetunedQuestionInterpreter(dspy.Module):
             return dspy.Prediction(clinician_question="", register=None, fallback="empty message")
         message = self.prepare(narrative)
         register = self.choose_register(normalise_message(narrative))
-        ranked = self.ranked(self.candidates(message, register), message)
+        ranked = self.ranked(self.cached_candidates(message, register), message)
         if not ranked or not ranked[0]["eligible"]:
             rule = truncate_words(first_question_sentence(normalise_message(narrative)), self.max_words)
             return dspy.Prediction(clinician_question=rule, register=register, candidates=ranked,

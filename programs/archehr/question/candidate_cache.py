@@ -1,0 +1,58 @@
+"""The fine-tuned question stage's candidates in DSPy's cache, as DSPy keeps an LM's replies.
+
+The stage runs its own llama.cpp model, not a `dspy.LM`, so DSPy's cache never saw it: every run decoded every message
+again (~1.5 s a message: the greedy reply and 8 samples), a sweep over a later stage's thresholds included. A message's
+candidates are a function of what the key holds (tests/test_predictable.py proves them the same whatever was decoded
+before and on any thread count), so a hit returns what a decode would: the key is the message and its register, every
+setting that decides the candidates, the model (base file, adapter digest and scale), the instruction, the llama.cpp
+build and its kernels, and a digest of the decoder's own source (a changed decoder never reads an older one's entries).
+The cache is DSPy's (`dspy.cache`: `cache_dir` in a run, memory then disk); `program.question.cache=false` decodes every
+message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+KIND = "clinprog.question.finetuned.candidates"
+# the modules whose code decides a message's candidates (their source is part of the key)
+DECODER_MODULES = ("programs.archehr.question.finetuned", "programs.archehr.question.text", "lms.llama_batch",
+                   "lms.gguf_causal_lm", "lms.gguf_merge")
+
+
+@lru_cache(maxsize=1)
+def decoder_digest() -> str:
+    """sha256 over the decoder's source files, the llama.cpp binding's version and the kernels its build uses."""
+    import importlib
+
+    import llama_cpp
+
+    digest = hashlib.sha256()
+    for name in DECODER_MODULES:
+        module = sys.modules.get(name) or importlib.import_module(name)
+        digest.update(name.encode() + b"\0" + Path(str(module.__file__)).read_bytes() + b"\0")
+    digest.update(str(llama_cpp.__version__).encode() + b"\0" + llama_cpp.llama_print_system_info())
+    return digest.hexdigest()
+
+
+def model_identity(path: Path) -> dict[str, Any]:
+    """The base GGUF as the key sees it: its path, size and modification time (a replaced file is another model)."""
+    stat = path.stat()
+    return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def cached(request: dict[str, Any], decode: Any) -> list[tuple[str, float, bool]]:
+    """`decode()`'s candidates for `request`, from DSPy's cache when it holds them (then stored there)."""
+    request = {"kind": KIND, "decoder": decoder_digest(), **request}
+    hit = dspy.cache.get(request)
+    if hit is not None:
+        return [(str(q), float(s), bool(whole)) for q, s, whole in hit]
+    found = decode()
+    dspy.cache.put(request, [list(c) for c in found])
+    return found
