@@ -17,6 +17,15 @@ from retrieval.passage import RetrievalError
 _SHARED_BATCH = 16  # rows per batch whatever the thread count
 _BUCKET = 16  # tokens: a text is padded to its own length rounded up to this (see Embedder._vectors)
 
+# The process's loaded models and vector caches, one per model setting, shared by every Embedder built with it: a
+# multirun's jobs in one process (Hydra's basic launcher), the serving app's per-request twin and the tests' in-process
+# runs each built an Embedder that loaded the weights again and embedded the same note sentences again. A vector is a
+# function of its text alone (`_vectors`), so sharing the cache cannot make a result depend on what ran before.
+_SHARED_LOCK = threading.Lock()
+_TOKENIZING = threading.Lock()  # a shared model's tokenizer, whose padding is set per call, serves one caller at a time
+_MODELS: dict[tuple[Any, ...], Any] = {}
+_CACHES: dict[tuple[Any, ...], tuple[OrderedDict[tuple[bool, str], np.ndarray], threading.Lock]] = {}
+
 
 class Embedder:
     def __init__(
@@ -43,9 +52,11 @@ class Embedder:
         self.max_seq_length = max_seq_length
         self.device = device
         self._model = None
-        self._lock = threading.Lock()
         self.cache_size = cache_size
-        self._cache: OrderedDict[tuple[bool, str], np.ndarray] = OrderedDict()
+        # the vector cache (and its lock) of every Embedder with these settings in this process
+        with _SHARED_LOCK:
+            self._cache, self._lock = _CACHES.setdefault(
+                (model, document_model, truncate_dim, max_seq_length, device), (OrderedDict(), threading.Lock()))
 
     def __deepcopy__(self, memo: dict) -> Embedder:
         """The loaded model is a shared runtime resource, not program state: a copied program (an optimizer's
@@ -59,6 +70,17 @@ class Embedder:
         return pair + (f"@{self.truncate_dim}" if self.truncate_dim else "")
 
     def _load_one(self, name: str):
+        """The model `name` with this embedder's settings, loaded once per process (`_MODELS`)."""
+        key = (name, self.truncate_dim, self.max_seq_length, self.device)
+        with _SHARED_LOCK:
+            model = _MODELS.get(key)
+        if model is None:
+            model = self._load_model(name)
+            with _SHARED_LOCK:
+                model = _MODELS.setdefault(key, model)
+        return model
+
+    def _load_model(self, name: str):
         """A plain BERT + mean-pooling folder on the CPU (the default all-MiniLM-L6-v2) runs with torch alone
         (retrieval/bert_encoder.py: the same vectors bit for bit, without the ~7-10 s of importing
         sentence-transformers in every process); any other model, a hub name or another device through
@@ -121,7 +143,8 @@ class Embedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         workers = threads_for_step(self.threads)
         single_thread_products()
-        lengths = model.preprocess(texts)["attention_mask"].sum(dim=1).tolist()
+        with _TOKENIZING:
+            lengths = model.preprocess(texts)["attention_mask"].sum(dim=1).tolist()
         limit = int(model.max_seq_length or max(lengths))
         buckets: dict[int, list[int]] = {}
         for i, n in enumerate(lengths):
@@ -134,9 +157,10 @@ class Embedder:
                    for j in range(0, len(rows), size)]
 
         # tokenized here, in one thread: a fast tokenizer whose padding is set per call is not safe to share
-        inputs = [model.preprocess([texts[i] for i in rows],
-                                   processing_kwargs={"text": {"padding": "max_length", "max_length": width}})
-                  for width, rows in batches]
+        with _TOKENIZING:
+            inputs = [model.preprocess([texts[i] for i in rows],
+                                       processing_kwargs={"text": {"padding": "max_length", "max_length": width}})
+                      for width, rows in batches]
 
         def embed(features: dict) -> np.ndarray:
             single_thread_products()  # OpenMP's thread count is per calling thread: a pool thread starts at the default

@@ -121,3 +121,15 @@ def test_another_layout_goes_to_sentence_transformers_and_a_bad_length_is_one_li
     short = Embedder(MODEL, max_seq_length=8, threads=1)
     assert short._load().max_seq_length == 8
     assert short._load().preprocess(["one two three four five six seven eight nine"])["input_ids"].shape == (1, 8)
+
+
+def test_embedders_with_the_same_settings_share_one_model_and_one_vector_cache_in_a_process():
+    first, second = Embedder(MODEL, threads=1), Embedder(MODEL, threads=1)
+    assert first._load() is second._load()  # loaded once per process (a multirun's jobs, in-process runs)
+    texts = note_texts()[:5]
+    vectors = first.encode_documents(texts)
+    assert all((True, t) in second._cache for t in texts)  # the second embeds none of them again
+    assert np.array_equal(second.encode_documents(texts), vectors)
+    assert np.array_equal(vectors, first._vectors(first._load(), texts))  # a cached vector is the text's own
+    other = Embedder(MODEL, max_seq_length=8, threads=1)  # another setting: its own model and cache
+    assert other._load() is not first._load() and other._cache is not first._cache
