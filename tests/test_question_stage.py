@@ -220,8 +220,8 @@ def test_a_cached_message_gets_the_candidates_a_decode_gives_and_false_decodes(t
     archehr_stage("question", "finetuned", "program.question.samples=2")(message)
     assert len(decoded) == 1
     uncached = archehr_stage("question", "finetuned", "program.question.cache=false")
-    assert uncached(message).toDict() == first.toDict() and uncached(message).toDict() == first.toDict()
-    assert len(decoded) == 3
+    assert uncached(message).toDict() == first.toDict()  # decoded, though the cache holds the message
+    assert len(decoded) == 2
     with pytest.raises(ConfigError, match="program.question.cache must be true or false"):
         archehr_stage("question", "finetuned", "program.question.cache=1")
 
