@@ -4,8 +4,9 @@ The stage runs its own llama.cpp model, not a `dspy.LM`, so DSPy's cache never s
 again (~1.5 s a message: the greedy reply and 8 samples), a sweep over a later stage's thresholds included. A message's
 candidates are a function of what the key holds (tests/test_predictable.py proves them the same whatever was decoded
 before and on any thread count), so a hit returns what a decode would: the key is the message and its register, every
-setting that decides the candidates, the model (base file, adapter digest and scale), the instruction, the llama.cpp
-build and its kernels, and a digest of the decoder's own source (a changed decoder never reads an older one's entries).
+setting that decides the candidates, the model (base file; the adapter's digest, of its tensors and scale), the
+instruction, the llama.cpp build and its kernels, and a digest of the decoder's own source (a changed decoder never
+reads an older one's entries).
 The cache is DSPy's (`dspy.cache`: `cache_dir` in a run, memory then disk); `program.question.cache=false` decodes every
 message.
 """

@@ -37,7 +37,6 @@ from common.parameters import LearnedStateError, LogisticHead, LoraAdapter
 from lms.gguf_causal_lm import BaseModel, batch_decoder, gguf_architecture, merged_llama
 from programs.archehr.question import candidate_cache
 from programs.archehr.question import finetune as question_finetune
-from programs.archehr.question.candidate_cache import model_identity
 from programs.archehr.question.text import (
     finish_question,
     first_question_sentence,
@@ -319,8 +318,9 @@ class FinetunedQuestionInterpreter(dspy.Module):
         `cache=False` decodes every time."""
         if not self.cache:
             return self.candidates(message, register)
-        request = {"model": model_identity(self.model_base().path()), "adapter": self.adapter.adapter_id,
-                   "scale": self.adapter.scale, "instruction": self.adapter.instructions.get(register, INSTRUCTIONS[register]),
+        request = {"model": candidate_cache.model_identity(self.model_base().path()),
+                   "adapter": self.adapter.adapter_id,  # a digest of its tensors and scale
+                   "instruction": self.adapter.instructions.get(register, INSTRUCTIONS[register]),
                    "message": message, "register": register, "samples": self.samples, "temperature": self.temperature,
                    "max_new_tokens": self.max_new_tokens, "max_words": self.max_words}
         return candidate_cache.cached(request, lambda: self.candidates(message, register))
