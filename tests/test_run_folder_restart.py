@@ -43,6 +43,15 @@ def earlier_run(out) -> dict[str, bytes]:
     return {name: (out / name).read_bytes() for name in OLD_OUTPUTS}
 
 
+def new_record_in(predictions, old: bytes) -> bool:
+    """Whether `predictions` holds a whole record and is not the earlier run's file (absent: not yet)."""
+    try:
+        data = predictions.read_bytes()
+    except FileNotFoundError:
+        return False
+    return data.count(b"\n") >= 1 and data != old
+
+
 def assert_set_aside_together(out, old: dict[str, bytes]) -> None:
     for name in old:
         if name not in ("predictions.jsonl", "fingerprint.json"):
@@ -74,8 +83,8 @@ def test_a_restart_killed_after_its_first_records_leaves_no_old_outputs(tmp_path
                             env=ENV)
     predictions = out / "predictions.jsonl"
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not (predictions.exists() and predictions.read_bytes().count(b"\n") >= 1
-                                               and predictions.read_bytes() != old["predictions.jsonl"]):
+    # the restart moves the earlier predictions aside while this loop reads them: a read can find no file
+    while time.monotonic() < deadline and not new_record_in(predictions, old["predictions.jsonl"]):
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     assert proc.wait(timeout=60) == -signal.SIGKILL  # 34 cases: killed long before the end
