@@ -11,7 +11,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm would f
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
+from common.hydra_reuse import install as reuse_hydra_compositions  # noqa: E402
 from runners.dispatch import dispatch  # noqa: E402
+
+reuse_hydra_compositions()  # the same defaults tree and merge once per process (a sweep's jobs, in-process runs)
 
 
 # an absolute path: the same configs whether this file runs as a script or is imported (tests run it in process)

@@ -62,6 +62,9 @@ def _conf_fingerprint() -> tuple[tuple[str, int, int], ...]:
 def _compose(overrides: tuple[str, ...]) -> DictConfig:
     from hydra import compose, initialize_config_dir
 
+    from common.hydra_reuse import install
+
+    install()  # other overrides over the same config groups reuse the defaults tree and the merge
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
     choices = dict(cfg.hydra.runtime.choices)
