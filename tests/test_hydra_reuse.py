@@ -18,12 +18,16 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.unit
 CONF = ROOT / "conf"
 TOY = f"hydra.searchpath=[file://{ROOT / 'tests' / 'toy_program' / 'conf'}]"
-# group choices, value overrides, additions, deletions, an experiment, a launcher, another search path, errors
-OVERRIDE_LISTS = [
-    [], ["data.limit=2"], ["program=mediqa_corr", "lm=embedded"], ["experiment=no_lm_best", "hydra.run.dir=/tmp/x"],
-    ["program/archehr/evidence=embedding", "program.evidence.top_share=0.4"], ["+lm.roles.alignment={n_ctx: 512}"],
-    ["hydra/launcher=joblib", "program.alignment.threshold=0.3"], ["~embedder"], ["program=fever", TOY],
-    ["lm=gemnii"], ["program.evidence.no_such_knob=1"], ["program=archehr", "program/archehr/evidence=nope"],
+# group choices, value overrides, additions, deletions, an experiment, a launcher, another search path, errors; a
+# sweep's compositions (MULTIRUN: missing choices skipped) for three of them
+RUN, MULTI = RunMode.RUN, RunMode.MULTIRUN
+COMPOSITIONS = [
+    ([], RUN), ([], MULTI), (["program=mediqa_corr", "lm=embedded"], RUN),
+    (["experiment=no_lm_best", "hydra.run.dir=/tmp/x"], MULTI),
+    (["program/archehr/evidence=embedding", "program.evidence.top_share=0.4"], RUN),
+    (["+lm.roles.alignment={n_ctx: 512}", "~embedder"], RUN), (["hydra/launcher=joblib", "data.limit=2"], MULTI),
+    (["program=fever", TOY], RUN), (["lm=gemnii"], RUN), (["program.evidence.no_such_knob=1"], RUN),
+    (["program=archehr", "program/archehr/evidence=nope"], RUN),
 ]
 
 
@@ -50,12 +54,11 @@ def hydra_alone():
 
 
 def test_a_reused_tree_and_merge_compose_what_hydra_composes_alone(hydra_alone):
-    expected = {(i, mode): composed(o, mode) for i, o in enumerate(OVERRIDE_LISTS) for mode in RunMode}
+    expected = [composed(overrides, mode) for overrides, mode in COMPOSITIONS]
     assert hydra_reuse.install()
     for _ in range(2):  # the first round fills the store, the second reuses it
-        for i, overrides in enumerate(OVERRIDE_LISTS):
-            for mode in RunMode:
-                assert composed(overrides, mode) == expected[(i, mode)], (overrides, mode)
+        for (overrides, mode), alone in zip(COMPOSITIONS, expected, strict=True):
+            assert composed(overrides, mode) == alone, (overrides, mode)
     assert hydra_reuse._TREES and hydra_reuse._MERGED
     # another value over a kept tree and merge is applied, and the kept merge is not edited by it
     assert OmegaConf.to_yaml(compose_once(["data.limit=5"]).data) != OmegaConf.to_yaml(compose_once([]).data)
