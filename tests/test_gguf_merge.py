@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
 from lms.gguf_causal_lm import BaseModel
-from lms.gguf_merge import merged_gguf
+from lms.gguf_merge import merged_gguf, read_gguf
 
 pytestmark = pytest.mark.unit
 
@@ -17,7 +19,7 @@ def test_the_merged_model_holds_w_plus_the_scaled_delta_and_copies_every_other_t
     import gguf
 
     base = BaseModel().path()
-    reader = gguf.GGUFReader(str(base))
+    reader, _ = read_gguf(base)  # the reader the merge reads too (one parse of the 244 MB base per process)
     original = {t.name: t for t in reader.tensors}
     target = original["blk.3.ffn_down.weight"]
     rows, cols = (int(x) for x in reversed(target.shape))
@@ -117,7 +119,7 @@ def test_the_architecture_is_read_from_the_header_alone_past_fields_of_every_kin
     import struct
 
     from common.packaged import packaged_file
-    from lms.gguf_merge import read_architecture, read_gguf
+    from lms.gguf_merge import read_architecture
 
     def s(text: str) -> bytes:
         return struct.pack("<Q", len(text.encode())) + text.encode()
@@ -170,3 +172,13 @@ def test_a_base_load_parses_each_gguf_once_and_puts_gguf_back(monkeypatch):
     assert gguf.GGUFReader is CountingReader and gguf.get_tensor_name_map is counting_map
     after = gguf.GGUFReader("a.gguf")  # outside the block: a new parse each time
     assert after is not first and made == ["a.gguf", "b.gguf", "a.gguf"]
+
+
+def test_a_file_read_again_is_the_kept_reader_and_a_rewritten_one_is_parsed_anew(tmp_path):
+    path = tmp_path / "m.gguf"
+    tiny_gguf(path, "llama")
+    first = read_gguf(path)
+    assert first[1] == "llama" and read_gguf(path) is first
+    tiny_gguf(path, "gemma3")
+    os.utime(path, ns=(1, 1))  # whatever the clock's resolution: another modification time
+    assert read_gguf(path)[1] == "gemma3"
