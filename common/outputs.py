@@ -53,11 +53,20 @@ def record_failure(line: str) -> None:
     if not in_multirun() and out.is_dir() and all(
             p.name in no_content or (p.name == "predictions.jsonl" and p.stat().st_size == 0) for p in out.iterdir()):
         shutil.rmtree(out, ignore_errors=True)  # nothing of the run's own: no clutter of near-empty folders
-        for parent in (out.parent, out.parent.parent):  # outputs/<task>/ and outputs/, when this was their only run
+        for parent in _default_layout_parents(out):  # outputs/<task>/ and outputs/, when this was their only run
             with contextlib.suppress(OSError):
                 parent.rmdir()  # only ever removes an empty folder
         return
     append_main_log(out, line)
+
+
+def _default_layout_parents(out: Path) -> list[Path]:
+    """`outputs/<task>/` and `outputs/` of the working directory when `out` is a run folder of the default layout
+    (conf/config.yaml's `hydra.run.dir`); no folder otherwise: above a folder the command chose elsewhere, an empty
+    folder (a new project folder, the working directory itself) is the user's and was there before the run."""
+    outputs = Path.cwd().resolve() / "outputs"
+    task = out.resolve().parent
+    return [task, outputs] if task.parent == outputs else []
 
 
 def _clean(value: Any) -> Any:

@@ -71,6 +71,17 @@ def test_a_failure_before_the_first_prediction_leaves_no_folder(tmp_path):
     assert not (tmp_path / "outputs").exists()
 
 
+def test_a_failed_run_in_a_chosen_folder_removes_that_folder_and_never_the_empty_ones_above_it(tmp_path):
+    work, mine = tmp_path / "project", tmp_path / "results"
+    work.mkdir()
+    mine.mkdir()  # the user's empty folders: the working directory and the one the run folder goes in
+    for out in (work / "run", mine / "run"):
+        proc = main_in(work, "program=archehr", "lm=openai_compatible", "lm.client.api_base=http://127.0.0.1:9/v1",
+                       "lm.client.num_retries=0", f"hydra.run.dir={out}", "progress=false")
+        assert proc.returncode == 2 and proc.stderr.startswith("error: lm=openai_compatible")
+        assert not out.exists() and out.parent.is_dir()
+
+
 def test_vertex_ai_without_credentials_is_one_line(monkeypatch, tmp_path):
     from lms.errors import LMConfigError
     from lms.gemini_engine import GeminiEngine
