@@ -10,7 +10,6 @@ scripts and tests) copies those choices into the config as `choices` (group -> o
 from __future__ import annotations
 
 import copy
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -51,12 +50,9 @@ _COMPOSED_MAX = 256
 
 
 def _conf_fingerprint() -> tuple[tuple[str, int, int], ...]:
-    out = []
-    for folder, _, files in os.walk(CONF):
-        for name in files:
-            stat = os.stat(os.path.join(folder, name))
-            out.append((os.path.join(folder, name), stat.st_size, stat.st_mtime_ns))
-    return tuple(sorted(out))
+    from common.hydra_reuse import folder_files
+
+    return folder_files(CONF)
 
 
 def _compose(overrides: tuple[str, ...]) -> DictConfig:

@@ -131,7 +131,7 @@ def _sources_key(repo: Any) -> tuple | None:
         scheme = source.scheme()
         out.append((scheme, source.provider, source.path))
         if scheme == "file":
-            out.append(_folder_files(source.path.split("://", 1)[-1]))
+            out.append(folder_files(source.path.split("://", 1)[-1]))
         elif scheme == "structured":
             out.append(_config_store_entries())
         elif scheme != "pkg":  # an installed package's configs do not change while a process runs
@@ -139,7 +139,8 @@ def _sources_key(repo: Any) -> tuple | None:
     return tuple(out)
 
 
-def _folder_files(folder: str) -> tuple[tuple[str, int, int], ...]:
+def folder_files(folder: str | os.PathLike) -> tuple[tuple[str, int, int], ...]:
+    """Every file under `folder`: (path, size, modification time in ns), sorted (what a kept composition read)."""
     files = []
     for parent, _, names in os.walk(folder):
         for name in names:
