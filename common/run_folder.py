@@ -33,6 +33,13 @@ log = logging.getLogger(__name__)
 RESUME_MODES = ("auto", "restart", "force")
 
 
+def file_version(path: str | Path) -> tuple[str, int, int]:
+    """A file as a process-level cache keys it: (resolved path, size, modification time in ns); a file rewritten or
+    replaced is another version. OSError where it cannot be read."""
+    stat = os.stat(path)
+    return str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns
+
+
 def file_sha256(path: str | Path) -> str:
     digest = hashlib.sha256()
     with Path(path).open("rb") as fh:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from common.run_folder import file_version
 from lms.factory import assemble_packaged_model, resolve_packaged_file
 from lms.model_cache import merge_cache_dir
 
@@ -58,7 +59,7 @@ def _assembled(package: str) -> Path:
 
 
 @functools.lru_cache(maxsize=8)
-def _architecture(path: str, size: int, mtime: float) -> str:
+def _architecture(path: str, size: int, mtime_ns: int) -> str:
     from lms.factory import LMConfigError
     from lms.gguf_merge import read_architecture
 
@@ -70,8 +71,7 @@ def _architecture(path: str, size: int, mtime: float) -> str:
 
 def gguf_architecture(path: Path) -> str:
     """The GGUF's `general.architecture` ("llama" for SmolLM2, "gemma3" for Gemma 3), read once per file version."""
-    stat = path.stat()
-    return _architecture(str(path), stat.st_size, stat.st_mtime)
+    return _architecture(*file_version(path))
 
 
 def load_base(base: BaseModel, threads: int = 2) -> tuple[Any, Any]:

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from common.run_folder import file_version
+
 _HF_TO_GGUF = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
                "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
                "mlp.down_proj": "ffn_down"}
@@ -54,8 +56,7 @@ def read_gguf(path: Path) -> tuple[Any, str]:
     import gguf
 
     try:
-        stat = os.stat(path)
-        key = (str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns)
+        key = file_version(path)
         if key not in _READERS:
             reader = gguf.GGUFReader(str(path))
             _READERS[key] = (reader, str(_field_value(reader.fields["general.architecture"])))

@@ -21,6 +21,8 @@ from typing import Any
 
 import dspy
 
+from common.run_folder import file_version
+
 KIND = "clinprog.question.finetuned.candidates"
 # the modules whose code decides a message's candidates (their source is part of the key)
 DECODER_MODULES = ("programs.archehr.question.finetuned", "programs.archehr.question.text", "lms.llama_batch",
@@ -44,8 +46,8 @@ def decoder_digest() -> str:
 
 def model_identity(path: Path) -> dict[str, Any]:
     """The base GGUF as the key sees it: its path, size and modification time (a replaced file is another model)."""
-    stat = path.stat()
-    return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    resolved, size, mtime_ns = file_version(path)
+    return {"path": resolved, "size": size, "mtime_ns": mtime_ns}
 
 
 def cached(request: dict[str, Any], decode: Any) -> list[tuple[str, float, bool]]:
