@@ -44,10 +44,10 @@ def install() -> bool:
 
     def create_defaults_list(repo: Any, config_name: Any, overrides_list: list, prepend_hydra: bool,
                              skip_missing: bool) -> Any:
-        values, rest = _split(repo, overrides_list)
         sources = _sources_key(repo)
         if sources is None:
             return build_tree(repo, config_name, overrides_list, prepend_hydra, skip_missing)
+        values, rest = _split(repo, overrides_list)
         key = (config_name, tuple(o.input_line for o in rest), prepend_hydra, skip_missing, sources)
         with _LOCK:
             tree = _TREES.get(key)
