@@ -78,11 +78,14 @@ TIERS = ("unit", "integration", "lm")
 LONGEST = ("tests.test_qwen", "tests.test_ray_executor", "tests.test_embedded_lm",
            "tests.test_lm_server", "tests.test_tracking_launchers",
            "tests.test_run_folder_restart", "tests.test_index_faults")
-# the longest unit modules (5-45 s each, longest first) start before the short ones: one of them last leaves a core
-# idle (test_shards_merge, 20 s, ran alone at the end of a 388 s run before it was listed here)
-LONGEST_UNIT = ("tests.test_every_knob", "tests.test_doc_commands", "tests.test_verifier", "tests.test_shards_merge",
-                "tests.test_cli", "tests.test_first_use", "tests.test_run_folder", "tests.test_no_lm_learned", "tests.test_hints",
-                "tests.test_config", "tests.test_sweeps", "tests.test_merge_damaged", "tests.test_run_dir_and_ray_knobs")
+# the longest unit modules (3-60 s each, longest first, measured 2026-12-06 on the slower Xeon) start before the short
+# ones: one of them last leaves a core idle (test_shards_merge, 20 s, ran alone at the end of a 388 s run before it was
+# listed here; test_predictable, ~60 s, started at 357 s of a 416 s run and ran alone for its last 40 s)
+LONGEST_UNIT = ("tests.test_predictable", "tests.test_every_knob", "tests.test_doc_commands", "tests.test_cli",
+                "tests.test_first_use", "tests.test_hints", "tests.test_gguf_merge", "tests.test_hostile_inputs",
+                "tests.test_config", "tests.test_no_lm_learned", "tests.test_bert_encoder", "tests.test_question_stage",
+                "tests.test_archehr_no_lm", "tests.test_verifier", "tests.test_hydra_reuse", "tests.test_run_folder",
+                "tests.test_merge_damaged", "tests.test_shards_merge", "tests.test_sweeps", "tests.test_run_dir_and_ray_knobs")
 
 
 def pytest_collection_modifyitems(config, items):
