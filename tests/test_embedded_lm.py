@@ -78,8 +78,10 @@ def test_mediqa_embedded_lm_end_to_end_on_one_note(tmp_path):
 
 def test_archehr2025_embedded_lm_writes_a_cited_answer_the_scorer_reads(tmp_path):
     out = tmp_path / "run"
-    proc = main("program=archehr2025", "lm=embedded", "data.limit=1", "metrics.bertscore=null", f"hydra.run.dir={out}",
-                f"cache_dir={tmp_path / 'cache'}", "progress=false")
+    # the answer and its citations from the embedded LM; the evidence from the embedder (the LM's evidence scoring of
+    # this case is the ArchEHR run's above: a third LM call here cost ~10 s and proved nothing more)
+    proc = main("program=archehr2025", "lm=embedded", "program/archehr/evidence=embedding", "data.limit=1",
+                "metrics.bertscore=null", f"hydra.run.dir={out}", f"cache_dir={tmp_path / 'cache'}", "progress=false")
     assert proc.returncode == 0, proc.stderr[-2000:]
     from tasks.archehr2025.submission import parse_answer
 
@@ -89,6 +91,7 @@ def test_archehr2025_embedded_lm_writes_a_cited_answer_the_scorer_reads(tmp_path
     assert len(parsed.text.split()) <= 75
     usage = json.loads((out / "usage.json").read_text())
     assert "question" not in usage["stages"] or usage["stages"]["question"]["lm_calls"] == 0  # the question is given
+    assert usage["stages"]["answer"]["lm_calls"] == 1 and usage["stages"]["alignment"]["lm_calls"] == 1
 
 
 def test_embedded_engine_keeps_a_ram_cache_of_prompt_states_when_asked():
