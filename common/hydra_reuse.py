@@ -89,10 +89,17 @@ def _keep_parsed_files(source_class: Any) -> None:
     """Keep what the file source's `load_config` parsed, per (file, size, mtime): a composition whose tree or merge
     is new (another group option) parsed each of its YAML files again, ~2 ms of pure-Python YAML and node building a
     file where a copy is ~0.3 ms. Done on the class Hydra uses now: its plugin scan can import the module anew."""
-    load_file = source_class.__dict__.get("load_config")
-    normalize = getattr(source_class, "_normalize_file_name", None)
-    if load_file is None or normalize is None or getattr(load_file, "_clinprog_kept", False):
-        return
+    with _LOCK:  # two threads composing at once patch the class once
+        load_file = source_class.__dict__.get("load_config")
+        normalize = getattr(source_class, "_normalize_file_name", None)
+        if load_file is None or normalize is None or getattr(load_file, "_clinprog_kept", False):
+            return
+        source_class.load_config = _kept_loads(load_file, normalize)
+        _FILE_SOURCES[source_class] = load_file
+
+
+def _kept_loads(load_file: Any, normalize: Any) -> Any:
+    """`load_file` (a file source's own `load_config`) with its parses kept; each call gets its own copy."""
 
     def load_config(self: Any, config_path: str) -> Any:
         full_path = os.path.realpath(os.path.join(self.path, normalize(config_path)))
@@ -105,15 +112,14 @@ def _keep_parsed_files(source_class: Any) -> None:
             loaded = _LOADED.get(key)
         if loaded is None:
             result = load_file(self, config_path)
-            loaded = (result, _Frozen(result.config), dict(result.header))
+            loaded = (dataclasses.replace(result, config=None), _Frozen(result.config), dict(result.header))
             _keep(_LOADED, key, loaded, _MAX_LOADED)
         result, config, header = loaded
         # Hydra's repository takes the defaults list out of the config it gets and may rewrite the header's package
         return dataclasses.replace(result, config=config.copy(), header=dict(header))
 
     load_config._clinprog_kept = True  # type: ignore[attr-defined]
-    _FILE_SOURCES[source_class] = load_file
-    source_class.load_config = load_config
+    return load_config
 
 
 def uninstall() -> None:
