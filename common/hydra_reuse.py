@@ -27,11 +27,13 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from common.run_folder import file_version
+
 _MAX = 64           # kept trees and merged configs, each (a merged config is ~1 MB of OmegaConf nodes)
 _LOCK = threading.Lock()
 _TREES: OrderedDict[tuple, Any] = OrderedDict()
 _MERGED: OrderedDict[tuple, Any] = OrderedDict()
-_LOADED: OrderedDict[tuple, Any] = OrderedDict()   # parsed YAML files: (path, size, mtime_ns) -> ConfigResult
+_LOADED: OrderedDict[tuple, Any] = OrderedDict()   # parsed YAML files: (source, file version) -> (result, config)
 _MAX_LOADED = 512
 _ORIGINALS: dict[str, Any] = {}
 _FILE_SOURCES: dict[type, Any] = {}   # file source class -> its own load_config
@@ -102,21 +104,19 @@ def _kept_loads(load_file: Any, normalize: Any) -> Any:
     """`load_file` (a file source's own `load_config`) with its parses kept; each call gets its own copy."""
 
     def load_config(self: Any, config_path: str) -> Any:
-        full_path = os.path.realpath(os.path.join(self.path, normalize(config_path)))
         try:
-            stat = os.stat(full_path)
+            key = (self.provider, self.path, *file_version(os.path.join(self.path, normalize(config_path))))
         except OSError:
             return load_file(self, config_path)  # Hydra's own "Config not found"
-        key = (self.provider, self.path, full_path, stat.st_size, stat.st_mtime_ns)
         with _LOCK:
             loaded = _LOADED.get(key)
         if loaded is None:
             result = load_file(self, config_path)
-            loaded = (dataclasses.replace(result, config=None), _Frozen(result.config), dict(result.header))
+            loaded = (dataclasses.replace(result, config=None), _Frozen(result.config))
             _keep(_LOADED, key, loaded, _MAX_LOADED)
-        result, config, header = loaded
+        result, config = loaded
         # Hydra's repository takes the defaults list out of the config it gets and may rewrite the header's package
-        return dataclasses.replace(result, config=config.copy(), header=dict(header))
+        return dataclasses.replace(result, config=config.copy(), header=dict(result.header))
 
     load_config._clinprog_kept = True  # type: ignore[attr-defined]
     return load_config
