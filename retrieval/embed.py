@@ -38,8 +38,9 @@ class Embedder:
         document_prefix: str = "",
         max_seq_length: int | None = None,
         device: str = "cpu",
-        cache_size: int = 20_000,             # texts whose vectors are kept (0: no cache)
+        cache_size: int = 20_000,             # texts whose vectors are kept in this process (0: none)
         threads: int | str = "auto",          # torch threads: auto (the free cores at each call, common/cpu.py) or a number
+        cache: bool = False,                  # also keep each vector in DSPy's cache (cache_dir), for other processes
     ) -> None:
         self.threads = threads_setting(threads, "embedder.threads")
         self.model_name = model
@@ -53,6 +54,8 @@ class Embedder:
         self.device = device
         self._model = None
         self.cache_size = cache_size
+        self.cache = bool(cache)
+        self._store: Any = None  # retrieval/vector_cache.VectorStore once asked; False where the model is not local
         # the vector cache (and its lock) of every Embedder with these settings in this process
         with _SHARED_LOCK:
             self._cache, self._lock = _CACHES.setdefault(
@@ -181,32 +184,65 @@ class Embedder:
             out[rows] = vecs
         return out
 
+    def _vector_store(self) -> Any:
+        """The DSPy-cache store of this setting's vectors (retrieval/vector_cache.py); None when `cache` is off or
+        a model is not a local folder."""
+        if not self.cache:
+            return None
+        if self._store is None:
+            from retrieval.vector_cache import VectorStore, model_files
+
+            files = [model_files(resolve_model_path(name)) if name else [] for name in
+                     (self.model_name, self.document_model_name)]
+            self._store = False if None in files else VectorStore({
+                "model": self.model_name, "model_files": files[0], "document_model": self.document_model_name,
+                "document_model_files": files[1], "truncate_dim": self.truncate_dim,
+                "max_seq_length": self.max_seq_length, "device": self.device})
+        return self._store or None
+
+    def _compute(self, keys: list[tuple[bool, str]], documents: bool, show_progress: bool) -> np.ndarray:
+        """The vectors of `keys` (all of one kind) from DSPy's cache where kept there, the rest from the model
+        (loaded only then) and kept; rows in the order of `keys`."""
+        store = self._vector_store()
+        found = store.get(keys) if store is not None else {}
+        rest = [k for k in keys if k not in found]
+        if rest:
+            vecs = np.asarray(self._vectors(self._load(documents), [k[1] for k in rest], show_progress),
+                              dtype=np.float32)
+            if store is not None:
+                store.put(rest, vecs)
+            found.update(zip(rest, vecs, strict=True))
+        return np.stack([found[k] for k in keys]) if keys else np.zeros((0, self.dim), dtype=np.float32)
+
     def _encode(self, texts: list[str], prefix: str, show_progress: bool, documents: bool = False) -> np.ndarray:
         """Encode, reusing vectors of texts seen before (a note's sentences are embedded once per case, not once
         per stage); the cache is bounded (`cache_size` texts, least recently used out first). A cached vector is
-        the one the text gets alone (`_vectors`), so the cache cannot make results depend on history."""
-        model = self._load(documents)
+        the one the text gets alone (`_vectors`), so the cache cannot make results depend on history. With `cache`
+        the vectors are kept in DSPy's cache too, and the model loads only for a text no process embedded before."""
         if self.cache_size <= 0:
-            return np.ascontiguousarray(self._vectors(model, [prefix + t for t in texts], show_progress))
+            keys = list(dict.fromkeys((documents, prefix + t) for t in texts))
+            by_key = dict(zip(keys, self._compute(keys, documents, show_progress), strict=True))
+            return np.ascontiguousarray(np.stack([by_key[(documents, prefix + t)] for t in texts])
+                                        if texts else np.zeros((0, self.dim), dtype=np.float32))
         keys = [(documents, prefix + t) for t in texts]
         with self._lock:
             missing = list(dict.fromkeys(k for k in keys if k not in self._cache))
         if missing:
-            vecs = self._vectors(model, [k[1] for k in missing], show_progress)
+            vecs = self._compute(missing, documents, show_progress)
             with self._lock:
-                for k, v in zip(missing, np.asarray(vecs, dtype=np.float32), strict=True):
+                for k, v in zip(missing, vecs, strict=True):
                     self._cache[k] = v
                     if len(self._cache) > self.cache_size:
                         self._cache.popitem(last=False)
         with self._lock:
-            out = []
-            for k in keys:
-                vec = self._cache.get(k)
-                if vec is None:  # evicted by a concurrent caller between the two steps: encode it alone
-                    vec = self._vectors(model, [k[1]])[0]
-                else:
+            out = [self._cache.get(k) for k in keys]
+            for k, vec in zip(keys, out, strict=True):
+                if vec is not None:
                     self._cache.move_to_end(k)
-                out.append(vec)
+        evicted = list(dict.fromkeys(k for k, vec in zip(keys, out, strict=True) if vec is None))
+        if evicted:  # by a concurrent caller between the two steps: computed again (the same vectors), not kept
+            again = dict(zip(evicted, self._compute(evicted, documents, False), strict=True))
+            out = [again[k] if vec is None else vec for k, vec in zip(keys, out, strict=True)]
         if not out:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.ascontiguousarray(np.stack(out), dtype=np.float32)

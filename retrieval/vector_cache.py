@@ -1,0 +1,99 @@
+"""Sentence vectors in DSPy's cache (`cache_dir`), as DSPy keeps an LM's replies.
+
+The embedder's own cache lives in one process: a rerun, each job of a sweep on another launcher (joblib, submitit,
+Ray), every Ray worker and each restart of the served app loaded torch and the model (~2.5 CPU-s) and embedded the
+same note sentences again. A vector is a function of its text and what the key holds (tests/test_predictable.py
+proves it the same alone, in any batch, on any thread count, under each CPU kernel set), so a hit returns what the
+model would: the key is the text (with its prefix) and which of the two models read it, every setting that decides a
+vector, the model's files (path, size and modification time of each), the source of the code that computes it, the
+torch version, and the CPU's instruction sets with the variables that cap torch's, MKL's and oneDNN's kernels (another
+CPU, or another cap, computes afresh). A model named on the Hugging Face hub is not kept: its files are not known
+before it loads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from common.run_folder import file_version
+
+KIND = "clinprog.embedder.vector"
+# the modules whose code decides a vector (their source is part of the key)
+ENCODER_SOURCES = (Path(__file__).with_name("embed.py"), Path(__file__).with_name("bert_encoder.py"))
+KERNEL_CAPS = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR", "MKL_DEBUG_CPU_TYPE")
+
+
+def _cpu_flags() -> str:
+    """The instruction sets this CPU reports (torch, MKL and oneDNN choose their kernels from them)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                if line.startswith(("flags", "Features")):
+                    return " ".join(sorted(line.split(":", 1)[1].split()))
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+@lru_cache(maxsize=1)
+def encoder_digest() -> str:
+    """sha256 over the encoder's source, the torch version and this CPU's kernel choice (flags and caps); computed
+    without importing torch (a process whose texts all hit never loads it)."""
+    digest = hashlib.sha256()
+    for path in ENCODER_SOURCES:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    try:
+        torch_version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        torch_version = "none"
+    digest.update(torch_version.encode() + b"\0" + _cpu_flags().encode() + b"\0")
+    for name in KERNEL_CAPS:
+        digest.update(f"{name}={os.environ.get(name, '')}\0".encode())
+    return digest.hexdigest()
+
+
+def model_files(folder: str) -> list[list[Any]] | None:
+    """Each file of a local model folder as (path, size, mtime_ns), sorted; None for a name that is not a folder
+    here (a hub model: not kept)."""
+    root = Path(folder).expanduser()
+    if not root.is_dir():
+        return None
+    try:
+        return sorted([*file_version(p)] for p in root.rglob("*") if p.is_file())
+    except OSError:  # a file vanished while the folder was read: keep nothing rather than a wrong key
+        return None
+
+
+class VectorStore:
+    """Get and put unit vectors by text in DSPy's cache for one embedder setting (`identity`)."""
+
+    def __init__(self, identity: dict[str, Any]) -> None:
+        self.identity = identity
+
+    def _request(self, documents: bool, text: str) -> dict[str, Any]:
+        return {"kind": KIND, "encoder": encoder_digest(), **self.identity, "documents": documents, "text": text}
+
+    def get(self, keys: list[tuple[bool, str]]) -> dict[tuple[bool, str], np.ndarray]:
+        import dspy
+
+        found = {}
+        for key in keys:
+            stored = dspy.cache.get(self._request(*key))
+            if isinstance(stored, bytes) and stored and len(stored) % 4 == 0:
+                found[key] = np.frombuffer(stored, dtype=np.float32).copy()
+        return found
+
+    def put(self, keys: list[tuple[bool, str]], vectors: np.ndarray) -> None:
+        import dspy
+
+        for key, vector in zip(keys, np.asarray(vectors, dtype=np.float32), strict=True):
+            dspy.cache.put(self._request(*key), vector.tobytes())
