@@ -39,8 +39,9 @@ def main() -> None:
     args = parser.parse_args()
     cases = [c for name in ("dev_cases", "realistic_cases_a", "realistic_cases_b")
              for c in load_cases(DATA / f"{name}.xml") if 25 <= len(c.sentences) <= 35]
-    embedder = instantiate(compose_config("program=archehr").program.embedder)
-    embedder.encode_queries(["warm up"])  # load the model outside the timing
+    # cache=False: each case embeds its sentences (DSPy's cache would hand the repeats their vectors)
+    embedder = instantiate(compose_config("program=archehr").program.embedder, cache=False)
+    embedder.warm_up()  # load the model outside the timing
     rows = []
     for name, overrides in PROGRAMS.items():
         cfg = compose_config("program=archehr", "lm=none", *overrides)

@@ -51,8 +51,9 @@ def main() -> None:
     rows = []
     for name, cache_size in (("baseline: no embedding cache (each stage re-embeds)", 0),
                              ("clinprog: one embedding per sentence per case", 20_000)):
-        embedder = instantiate(cfg.program.embedder, cache_size=cache_size)
-        embedder.encode_queries(["warm up"])  # load the model outside the timing
+        # cache=False: every vector computed in this process (DSPy's cache would hand the repeats their vectors)
+        embedder = instantiate(cfg.program.embedder, cache_size=cache_size, cache=False)
+        embedder.warm_up()  # load the model outside the timing
         program = contract.build(cfg, None, embedder=embedder)
         per_case = []
         for _ in range(args.repeats):

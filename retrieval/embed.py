@@ -113,6 +113,11 @@ class Embedder:
                 self._doc_model = self._load_one(self.document_model_name)
         return self._doc_model if documents and self.document_model_name else self._model
 
+    def warm_up(self) -> None:
+        """Load the model and run one batch now, whatever the caches hold (a server's first request should not pay
+        for torch's import and the weights)."""
+        self._vectors(self._load(), ["warm up"])
+
     @property
     def tokenizer(self):
         """The query model's tokenizer (None for a model without one)."""

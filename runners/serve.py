@@ -51,7 +51,11 @@ def warm_up(program: Any) -> None:
     """Load the embedder now (its model, its first batch), not in the first request."""
     for _, module in program.named_sub_modules():
         if hasattr(module, "embedder"):
-            module.embedder.encode_queries(["warm up"])
+            embedder = module.embedder
+            if hasattr(embedder, "warm_up"):  # the model loads even when every vector is in DSPy's cache
+                embedder.warm_up()
+            else:
+                embedder.encode_queries(["warm up"])
             return
 
 

@@ -24,8 +24,10 @@ pytest.importorskip("ray", reason='executor=ray needs Ray: pip install -e ".[ray
 
 DEV_CASES = ROOT / "data" / "archehr" / "dev_cases.xml"
 # the baseline question stage: where cases run is the point here, and each Ray worker builds its own program
+# and each case embeds its own sentences (program.embedder.cache=false): with the vectors kept from an earlier run a
+# resumed run's cases take milliseconds, and the killed worker would have none in flight
 ARGS = ("program=archehr", "program/archehr/question=baseline", f"data.cases={DEV_CASES}", "metrics.bertscore=null",
-        "progress=false")
+        "progress=false", "program.embedder.cache=false")
 RAY = ("executor=ray", "executor.num_workers=2")
 SUBMISSIONS = [f"submission_subtask_{i}.json" for i in (1, 2, 3, 4)]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
