@@ -108,10 +108,12 @@ def test_timeout_is_honoured_and_a_busy_server_is_not_dead(llama_server, tmp_pat
 def test_server_killed_mid_run_keeps_finished_cases_and_the_rerun_resumes(llama_server, tmp_path):
     server = llama_server  # this module's server (the last test to use it): killed, then started again on its port
     out = tmp_path / "run"
-    # two cases, the question stage on the server (one LM call a case; the four-stage cascade through the server is
-    # the test above): the first case is saved, the server dies during the second
+    # two cases, the evidence stage on the server (one LM call a case, the shortest prompt of the four: ~550 tokens
+    # against the question stage's ~820 with its demos; the four-stage cascade through the server is the test above),
+    # the question taken from the message (baseline): the first case is saved, the server dies during the second
     args = ("program=archehr", "data.limit=2", *server_args(server.api_base, tmp_path), "lm.client.num_retries=0",
-            "stages=no_lm", "program/archehr/question=lm", f"hydra.run.dir={out}")
+            "stages=no_lm", "program/archehr/question=baseline", "program/archehr/evidence=lm",
+            f"hydra.run.dir={out}")
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen([sys.executable, str(ROOT / "main.py"), *args, "progress=false",
                              "metrics.bertscore=null"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
