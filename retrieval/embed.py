@@ -11,6 +11,7 @@ import numpy as np
 from tqdm import tqdm
 
 from common.cpu import single_thread_products, threads_for_step, threads_setting
+from common.errors import ConfigError
 from common.packaged import resolve_model_path
 from retrieval.passage import RetrievalError
 
@@ -54,7 +55,9 @@ class Embedder:
         self.device = device
         self._model = None
         self.cache_size = cache_size
-        self.cache = bool(cache)
+        if not isinstance(cache, bool):  # "no" or 0 would otherwise read as a choice
+            raise ConfigError(f"embedder.cache must be true or false, not {cache!r}")
+        self.cache = cache
         self._store: Any = None  # retrieval/vector_cache.VectorStore once asked; False where the model is not local
         # the vector cache (and its lock) of every Embedder with these settings in this process
         with _SHARED_LOCK:

@@ -98,6 +98,15 @@ def test_cache_false_keeps_nothing_and_a_hub_name_is_not_kept(own_cache, monkeyp
     assert hub._vector_store() is None  # its files are unknown before it loads
 
 
+def test_a_cache_setting_that_is_not_true_or_false_is_one_line(tmp_path):
+    from tests.cli import run_main
+
+    proc = run_main("program=archehr", "data.limit=1", "program.embedder.cache=maybe", f"hydra.run.dir={tmp_path}",
+                    quiet=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == ["error: embedder.cache must be true or false, not 'maybe'"]
+
+
 def test_the_program_keeps_its_vectors_and_a_rerun_loads_no_model(tmp_path, monkeypatch):
     from tests.cli import run_main
 
