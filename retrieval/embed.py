@@ -209,8 +209,8 @@ class Embedder:
         return self._store or None
 
     def _compute(self, keys: list[tuple[bool, str]], documents: bool, show_progress: bool) -> np.ndarray:
-        """The vectors of `keys` (all of one kind) from DSPy's cache where kept there, the rest from the model
-        (loaded only then) and kept; rows in the order of `keys`."""
+        """The vectors of `keys` (all of one kind, at least one) from DSPy's cache where kept there, the rest from the
+        model (loaded only then) and kept; rows in the order of `keys`."""
         store = self._vector_store()
         found = store.get(keys) if store is not None else {}
         rest = [k for k in keys if k not in found]
@@ -220,19 +220,18 @@ class Embedder:
             if store is not None:
                 store.put(rest, vecs)
             found.update(zip(rest, vecs, strict=True))
-        return np.stack([found[k] for k in keys]) if keys else np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([found[k] for k in keys])
 
     def _encode(self, texts: list[str], prefix: str, show_progress: bool, documents: bool = False) -> np.ndarray:
         """Encode, reusing vectors of texts seen before (a note's sentences are embedded once per case, not once
         per stage); the cache is bounded (`cache_size` texts, least recently used out first). A cached vector is
         the one the text gets alone (`_vectors`), so the cache cannot make results depend on history. With `cache`
         the vectors are kept in DSPy's cache too, and the model loads only for a text no process embedded before."""
-        if self.cache_size <= 0:
-            keys = list(dict.fromkeys((documents, prefix + t) for t in texts))
-            by_key = dict(zip(keys, self._compute(keys, documents, show_progress), strict=True))
-            return np.ascontiguousarray(np.stack([by_key[(documents, prefix + t)] for t in texts])
-                                        if texts else np.zeros((0, self.dim), dtype=np.float32))
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
         keys = [(documents, prefix + t) for t in texts]
+        if self.cache_size <= 0:  # nothing kept in this process: each text computed (or read from DSPy's cache)
+            return np.ascontiguousarray(self._compute(keys, documents, show_progress), dtype=np.float32)
         with self._lock:
             missing = list(dict.fromkeys(k for k in keys if k not in self._cache))
         if missing:
@@ -251,8 +250,6 @@ class Embedder:
         if evicted:  # by a concurrent caller between the two steps: computed again (the same vectors), not kept
             again = dict(zip(evicted, self._compute(evicted, documents, False), strict=True))
             out = [again[k] if vec is None else vec for k, vec in zip(keys, out, strict=True)]
-        if not out:
-            return np.zeros((0, self.dim), dtype=np.float32)
         return np.ascontiguousarray(np.stack(out), dtype=np.float32)
 
     def encode_documents(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
