@@ -1,7 +1,8 @@
 """Requests sent to an API LM, counted per thread (retries included), so usage.json can show how many were retries.
 
-`lms.factory` registers a LiteLLM logger that calls `count_attempt()` before every HTTP attempt (LiteLLM retries
-429/5xx with backoff inside one call); `UsageLedger` compares attempts with the calls that succeeded."""
+lm=openai_compatible's engine calls `count_attempt()` at every attempt (DSPy retries with backoff inside one call);
+for LiteLLM, `lms.factory` registers a logger that does; `UsageLedger` compares attempts with the calls that
+succeeded."""
 
 from __future__ import annotations
 

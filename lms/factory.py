@@ -198,12 +198,14 @@ def openai_compatible_lm(
         raise LMConfigError(f"lm.client.structured_output must be one of {STRUCTURED_OUTPUT}, not {mode!r}")
     if check:
         check_server(api_base, model)
+    from lms.openai_compatible_engine import OpenAICompatibleEngine
+
     api_key = (os.environ.get(api_key_env) if api_key_env else None) or "not-needed"
-    # engine="litellm" sends `max_tokens`, which llama.cpp's server honours (it ignores max_completion_tokens);
-    # `timeout` bounds each request (litellm aborts the connection; retries then back off).
-    lm = DataOnlyLM(f"openai/{model}", api_base=api_base, api_key=api_key, temperature=temperature,
-                    max_tokens=max_tokens, num_retries=num_retries, cache=cache, engine="litellm",
-                    **({"timeout": timeout} if timeout else {}))
+    # one POST per attempt (lms/openai_compatible_engine.py: `max_tokens`, the response format the server takes);
+    # `timeout` bounds each request, DSPy retries a timeout, a refused connection, 429 and 5xx with backoff
+    engine = OpenAICompatibleEngine(model, api_base, api_key=api_key, timeout=timeout, structured_output=mode)
+    lm = DataOnlyLM(f"openai/{model}", engine=engine, temperature=temperature, max_tokens=max_tokens,
+                    num_retries=num_retries, cache=cache)
     lm.structured_output = mode  # read by signatures.constrained.ConstrainedJSONAdapter
     return lm
 
@@ -239,8 +241,9 @@ def build_lm(lm_cfg: Any) -> dspy.LM:
                             "lm=openai_compatible, lm=openai or lm=gemini")
     try:
         lm = instantiate(lm_cfg.client)
-        if "litellm" in str(getattr(lm, "_engine_spec", "")) or str(lm_cfg.client.get("_target_", "")).endswith(
-                ("openai_lm", "openai_compatible_lm")):
+        # lm=openai_compatible's engine counts its own attempts; LiteLLM's are counted through its callbacks
+        if getattr(lm, "_engine_spec", None) == "litellm" or str(lm_cfg.client.get("_target_", "")).endswith(
+                "openai_lm"):
             count_litellm_attempts()
         return lm
     except Exception as exc:  # hydra wraps builder errors; surface ours unchanged

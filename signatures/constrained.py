@@ -115,14 +115,15 @@ class ConstrainedJSONAdapter(dspy.JSONAdapter):
         return out
 
     def _server_response_format(self, mode: str, lm_kwargs: dict[str, Any], signature) -> None:
-        """The per-case schema in the form the server accepts: OpenAI/vLLM `json_schema`, llama.cpp's server
-        `json_object` + `schema` (grammar-constrained), a bare `json_object`, or nothing."""
+        """The per-case schema for a server whose accepted form we know, in DSPy's canonical `json_schema` form: the
+        engine sends it as that server takes it (lms/openai_compatible_engine.wire_response_format: OpenAI/vLLM
+        `json_schema`, llama.cpp's server `json_object` + `schema`, grammar-constrained, so it gets the variants),
+        a bare `json_object`, or nothing."""
         if mode == "none":
             lm_kwargs.pop("response_format", None)
         elif mode == "json_object":
             lm_kwargs["response_format"] = {"type": "json_object"}
-        elif mode == "json_object_schema":  # llama.cpp's server: its grammar takes the variants
-            lm_kwargs["response_format"] = {"type": "json_object", "schema": self.schema(signature, variants=True)}
         else:
             lm_kwargs["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": signature.__name__, "schema": self.schema(signature), "strict": False}}
+                "name": signature.__name__, "schema": self.schema(signature, variants=mode == "json_object_schema"),
+                "strict": False}}

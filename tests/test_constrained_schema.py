@@ -120,6 +120,7 @@ def test_a_grammar_backend_gets_one_object_per_action_so_a_mistake_names_a_sente
 
 
 def test_the_llama_cpp_server_form_takes_the_variants_and_the_openai_form_does_not():
+    from lms.openai_compatible_engine import wire_response_format
     from programs.mediqa_corr.react import ACTING
     from signatures.constrained import with_output_variants
     from signatures.mediqa_corr import MedReActStep
@@ -129,6 +130,7 @@ def test_the_llama_cpp_server_form_takes_the_variants_and_the_openai_form_does_n
     for mode, variants in (("json_object_schema", True), ("json_schema", False)):
         kwargs = {}
         adapter._server_response_format(mode, kwargs, signature)
-        fmt = kwargs["response_format"]
-        schema = fmt["schema"] if mode == "json_object_schema" else fmt["json_schema"]["schema"]
+        wire = wire_response_format(mode, kwargs["response_format"])  # what lm=openai_compatible's engine sends
+        assert wire["type"] == ("json_object" if variants else "json_schema")
+        schema = wire["schema"] if mode == "json_object_schema" else wire["json_schema"]["schema"]
         assert ("anyOf" in schema) is variants, mode
