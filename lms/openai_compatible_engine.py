@@ -122,8 +122,7 @@ class OpenAICompatibleEngine:
         try:
             reply = self._http().post(self.url, json=body)
         except httpx.TimeoutException:
-            raise lm15.TimeoutError(f"no reply within {self.timeout:g} s (lm.client.timeout) from {self.url}",
-                                    provider="openai_compatible") from None
+            raise lm15.TimeoutError(f"no reply within {self.timeout:g} s (lm.client.timeout) from {self.url}") from None
         except httpx.HTTPError as exc:
             raise lm15.TransportError(f"{type(exc).__name__}: {exc or 'no connection'} ({self.url})",
                                       provider="openai_compatible") from None
