@@ -48,6 +48,7 @@ def test_each_structured_output_mode_sends_its_form_with_the_stage_bound_and_the
         assert fmt["schema"]["properties"]["answer"]["maxLength"] == 20
     if mode == "json_schema":
         assert fmt["json_schema"]["schema"]["properties"]["answer"]["maxLength"] == 20
+        assert fmt["json_schema"]["name"] == BOUNDED.__name__ and fmt["json_schema"]["strict"] is False
 
 
 def test_a_client_error_is_not_retried_and_its_message_is_kept():
