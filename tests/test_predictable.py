@@ -174,11 +174,11 @@ def test_repeated_identical_requests_get_identical_responses(monkeypatch):
     other = {**body, "patient_narrative": load_cases(CASES)[1].patient_narrative}
     with TestClient(app, base_url="http://127.0.0.1") as client:  # the Host a token-less loopback server answers
         answers = []
-        for request in (body, other, body, other, body):
+        for request in (body, other, body, other):  # each message again after the other one
             r = client.post("/v1/archehr/answer", json=request)
             assert r.status_code == 200, r.text
             answers.append({k: v for k, v in r.json().items() if k not in ("usage", "seconds")})
-    assert answers[0] == answers[2] == answers[4] and answers[1] == answers[3]
+    assert answers[0] == answers[2] and answers[1] == answers[3] and answers[0] != answers[1]
 
 
 def test_each_instruction_restores_its_own_frame_and_a_register_in_between_changes_nothing():
