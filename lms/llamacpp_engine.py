@@ -18,6 +18,7 @@ from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
 from common.control_tokens import strip_control_tokens, vocabulary_control_tokens
 from common.cpu import threads_now, threads_setting
 from lms.errors import LMConfigError
+from lms.openai_compatible_engine import wire_response_format
 
 _FRAMES = 4       # saved frame states (one per prompt frame in use: the evidence stage's, the alignment's, ...)
 _MIN_FRAME = 64   # a shorter frame is read again rather than saved
@@ -158,13 +159,8 @@ class LlamaCppEngine:
 
     @staticmethod
     def _response_format(config: Any) -> dict[str, Any] | None:
-        fmt = config.response_format
-        if not fmt:
-            return None
-        if fmt.get("type") == "json_schema":
-            schema = fmt.get("schema") or (fmt.get("json_schema") or {}).get("schema")
-            return {"type": "json_object", "schema": schema}
-        return {"type": "json_object"}
+        # llama-cpp-python takes its server's form: json_object + the schema its grammar decodes under
+        return wire_response_format("json_object_schema", config.response_format)
 
     def complete(self, request: Any) -> Response:
         config = request.config

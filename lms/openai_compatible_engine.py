@@ -16,7 +16,7 @@ import threading
 from typing import Any
 
 from dspy import lm15
-from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
+from dspy.lm15 import Response, response_from_openai_chat, response_to_events
 
 from common.attempts import count_attempt
 
@@ -55,13 +55,13 @@ def _server_message(body: bytes) -> str:
     """The error text a server sent (OpenAI's {"error": {"message": ...}}, or the body's first line)."""
     try:
         data = json.loads(body)
-        error = data.get("error") if isinstance(data, dict) else None
-        message = error.get("message") if isinstance(error, dict) else error or (data.get("detail") if isinstance(
-            data, dict) else None)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        error = data.get("error")
+        message = error.get("message") if isinstance(error, dict) else error or data.get("detail")
         if message:
             return str(message)[:300]
-    except ValueError:
-        pass
     return (body.decode("utf-8", "replace").strip().splitlines() or [""])[0][:300]
 
 
@@ -130,19 +130,14 @@ class OpenAICompatibleEngine:
             raise self._status_error(reply)
         try:
             data = reply.json()
-            choice = data["choices"][0]
-            content = choice["message"].get("content") or ""
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            is_completion = isinstance(data["choices"][0]["message"], dict)
+        except (ValueError, KeyError, IndexError, TypeError):
+            is_completion = False
+        if not is_completion:  # DSPy's reader would take an empty choice list as an empty reply
             raise lm15.ProviderError(f"the server at {self.url} sent no chat completion: "
-                                     f"{reply.text.strip()[:200]!r}", provider="openai_compatible") from None
-        usage = data.get("usage") or {}
-        return Response(
-            id=data.get("id"),
-            model=str(data.get("model") or self.model),
-            message=Message.assistant((TextPart(str(content)),)),
-            finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
-            usage=Usage(input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens")),
-        )
+                                     f"{reply.text.strip()[:200]!r}", provider="openai_compatible")
+        # DSPy's own reader of a chat completion (what its LiteLLM engine ran on the reply): text, usage, finish reason
+        return response_from_openai_chat(data, model=self.model)
 
     def _status_error(self, reply: Any) -> Exception:
         status, text = reply.status_code, _server_message(reply.content)
