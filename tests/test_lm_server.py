@@ -25,7 +25,9 @@ def main(*args, timeout=900):
 
 @pytest.fixture(scope="module")
 def llama_server():
-    """The module's server: its last test kills it mid-run and starts it again on the same port."""
+    """The module's server. The killed-mid-run test kills it and starts it again on the same port; the timeout test
+    runs last: the server goes on computing the reply a timed-out run gave up on (~10 s of its CPU), and the teardown
+    stops it instead."""
     server = LlamaServer().start()
     yield server
     server.stop()
@@ -80,34 +82,8 @@ def test_a_wrong_model_name_lists_the_servers_models(llama_server, tmp_path):
                                    f"serve model 'gpt-99'; it serves ['{MODEL_ALIAS}'] (set lm.client.model)")
 
 
-def test_timeout_is_honoured_and_a_busy_server_is_not_dead(llama_server, tmp_path):
-    import httpx
-
-    from lms.factory import check_server
-
-    def long_request():
-        try:
-            httpx.post(f"{llama_server.api_base}/chat/completions", timeout=300, json={
-                "model": MODEL_ALIAS, "messages": [{"role": "user", "content": "Count from 1 to 1000."}],
-                "max_tokens": 600})
-        except httpx.HTTPError:
-            pass
-
-    busy = threading.Thread(target=long_request)
-    busy.start()
-    time.sleep(1.0)
-    check_server(llama_server.api_base, MODEL_ALIAS, timeout=1.0)  # busy generating: no "no server" error
-    start = time.monotonic()
-    proc = main("program=archehr", "data.limit=1", *server_args(llama_server.api_base, tmp_path),
-                "lm.client.timeout=0.5", "lm.client.num_retries=0", "lm.client.check=false",
-                f"hydra.run.dir={tmp_path / 'run'}")
-    busy.join()
-    assert proc.returncode == 2 and "Timeout" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
-    assert time.monotonic() - start < 120
-
-
 def test_server_killed_mid_run_keeps_finished_cases_and_the_rerun_resumes(llama_server, tmp_path):
-    server = llama_server  # this module's server (the last test to use it): killed, then started again on its port
+    server = llama_server  # this module's server: killed, then started again on its port
     out = tmp_path / "run"
     # two cases, the evidence stage on the server (one LM call a case, the shortest prompt of the four: ~550 tokens
     # against the question stage's ~820 with its demos; the four-stage cascade through the server is the test above),
@@ -134,3 +110,29 @@ def test_server_killed_mid_run_keeps_finished_cases_and_the_rerun_resumes(llama_
     assert again.returncode == 0, again.stderr[-1500:]
     ids = [json.loads(line)["case_id"] for line in predictions.read_text().splitlines()]
     assert ids == ["901", "902"] and len(ids) == len(set(ids)) == 2
+
+
+def test_timeout_is_honoured_and_a_busy_server_is_not_dead(llama_server, tmp_path):
+    import httpx
+
+    from lms.factory import check_server
+
+    def long_request():
+        try:
+            httpx.post(f"{llama_server.api_base}/chat/completions", timeout=300, json={
+                "model": MODEL_ALIAS, "messages": [{"role": "user", "content": "Count from 1 to 1000."}],
+                "max_tokens": 600})
+        except httpx.HTTPError:
+            pass
+
+    busy = threading.Thread(target=long_request)
+    busy.start()
+    time.sleep(1.0)
+    check_server(llama_server.api_base, MODEL_ALIAS, timeout=1.0)  # busy generating: no "no server" error
+    start = time.monotonic()
+    proc = main("program=archehr", "data.limit=1", *server_args(llama_server.api_base, tmp_path),
+                "lm.client.timeout=0.5", "lm.client.num_retries=0", "lm.client.check=false",
+                f"hydra.run.dir={tmp_path / 'run'}")
+    busy.join()
+    assert proc.returncode == 2 and "Timeout" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert time.monotonic() - start < 120
