@@ -118,17 +118,19 @@ def test_timeout_is_honoured_and_a_busy_server_is_not_dead(llama_server, tmp_pat
     from lms.factory import check_server
 
     def long_request():
+        # ~6,000 prompt tokens (n_ctx 8192): seconds of reading on any CPU (a short prompt's reply could end before the check
+        # below); this client gives up after 3 s, and the module's teardown (this is its last test) drops the rest
         try:
-            httpx.post(f"{llama_server.api_base}/chat/completions", timeout=300, json={
-                "model": MODEL_ALIAS, "messages": [{"role": "user", "content": "Count from 1 to 1000."}],
-                "max_tokens": 600})
+            httpx.post(f"{llama_server.api_base}/chat/completions", timeout=3, json={
+                "model": MODEL_ALIAS, "messages": [{"role": "user", "content": "word " * 6000}], "max_tokens": 1})
         except httpx.HTTPError:
             pass
 
     busy = threading.Thread(target=long_request)
     busy.start()
     time.sleep(1.0)
-    check_server(llama_server.api_base, MODEL_ALIAS, timeout=1.0)  # busy generating: no "no server" error
+    check_server(llama_server.api_base, MODEL_ALIAS, timeout=1.0)  # busy reading a prompt: no "no server" error
+    assert busy.is_alive()  # it was busy when it answered
     start = time.monotonic()
     proc = main("program=archehr", "data.limit=1", *server_args(llama_server.api_base, tmp_path),
                 "lm.client.timeout=0.5", "lm.client.num_retries=0", "lm.client.check=false",
