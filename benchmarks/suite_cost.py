@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +69,7 @@ def _append(folder: str, record: dict[str, Any]) -> None:
 
 def summarize(records: list[dict[str, Any]], top: int) -> list[str]:
     """The tiers' and the costliest modules' worker-seconds, CPU seconds and test counts."""
-    def table(key) -> list[tuple[str, float, float, int]]:
+    def table(key: Callable[[dict[str, Any]], str]) -> list[tuple[str, float, float, int]]:
         sums: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0])
         for r in records:
             row = sums[key(r)]
