@@ -11,10 +11,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm would f
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from common.hydra_reuse import install as reuse_hydra_compositions  # noqa: E402
 from runners.dispatch import dispatch  # noqa: E402
-
-reuse_hydra_compositions()  # the same defaults tree and merge once per process (a sweep's jobs, in-process runs)
 
 
 # an absolute path: the same configs whether this file runs as a script or is imported (tests run it in process)
@@ -25,18 +22,15 @@ def main(cfg: DictConfig) -> float | None:
 
 def cli() -> None:
     """`python main.py` with `sys.argv`: a command line Hydra cannot compose (a mistyped key, group or option, a
-    parameter of a stage implementation not in use) is one line naming the closest valid one (common/overrides.py);
-    a renamed option or key still works for one release, with one `deprecated:` line (common/aliases.py)."""
+    parameter of a stage implementation not in use) is one line naming the closest valid one (common/overrides.py)."""
     from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
 
-    from common.aliases import renamed
     from common.overrides import config_mistake, too_deeply_nested
 
     refusal = too_deeply_nested(sys.argv[1:])  # Hydra's parser would recurse past Python's limit
     if refusal:
         print(f"error: {refusal}", file=sys.stderr)
         raise SystemExit(2)
-    sys.argv[1:] = renamed(sys.argv[1:])  # experiment=offline_best -> experiment=no_lm_best, before Hydra reads it
     ours = "HYDRA_FULL_ERROR" not in os.environ  # Hydra raises (instead of printing its message) only with it set
     if ours:
         os.environ["HYDRA_FULL_ERROR"] = "1"

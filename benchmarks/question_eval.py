@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from common.note_text import split_sentences  # noqa: E402
 from common.program_state import load_module_state  # noqa: E402
-from programs.archehr.question.finetuned import FinetunedQuestionInterpreter, content_stems  # noqa: E402
+from programs.archehr.question.finetuned import FinetunedQuestion, content_stems  # noqa: E402
 from programs.archehr.question.text import (  # noqa: E402
     BASELINES,
     finish_question,
@@ -157,8 +157,8 @@ def main(argv: list[str] | None = None) -> None:
               for c in load_question_pairs(DATA / "question_summarization" / "meqsum.jsonl")]
     picker = RidgePicker(embedder).fit(meqsum)
 
-    def stage(**settings) -> FinetunedQuestionInterpreter:
-        module = FinetunedQuestionInterpreter(embedder=embedder, **settings)
+    def stage(**settings) -> FinetunedQuestion:
+        module = FinetunedQuestion(embedder=embedder, **settings)
         return load_module_state(module, args.compiled, "question")
 
     auto, consumer, clinician, plain = (stage(register="auto"), stage(register="consumer"), stage(),

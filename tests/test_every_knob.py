@@ -326,6 +326,6 @@ def test_the_lm_evidence_search_sweeps_live_parameters(dummy_lm):
             for scores in ([5, 4, 3, 2, 1, 1], [2, 2, 1, 1, 1, 1]):
                 dummy_lm([{"scores": scores}])
                 stage = archehr_stage("evidence", "lm", *overrides, f"{key}={v}")
-                picked.append(tuple(stage(clinician_question="q", sentences=note).evidence_ids))
+                picked.append(tuple(stage(clinician_question="q", patient_narrative="", sentences=note).evidence_ids))
             selections.add(tuple(picked))
         assert len(selections) > 1, f"archehr_lm_thresholds sweeps {key} over {values}: the selection never changes"

@@ -26,21 +26,21 @@ def prompt_of(lm, i=-1) -> str:
 
 def test_a_list_that_scores_every_sentence_the_same_is_degenerate_not_a_success(dummy_lm):
     dummy_lm([{"scores": [5, 5, 5, 5, 5]}])
-    out = archehr_stage("evidence", "lm")(clinician_question="q", sentences=SENTS)
+    out = archehr_stage("evidence", "lm")(clinician_question="q", patient_narrative="", sentences=SENTS)
     assert out.fallback is None and out.degenerate == "every one of 5 sentences scored 5"
     assert out.selection == "strict" and out.evidence_ids == ["1", "2", "3", "4", "5"]  # the seed's rule still selects
 
 
 def test_scores_that_differ_are_not_degenerate(dummy_lm):
     dummy_lm([{"scores": [5, 1, 1, 1, 1]}])
-    out = archehr_stage("evidence", "lm")(clinician_question="q", sentences=SENTS)
+    out = archehr_stage("evidence", "lm")(clinician_question="q", patient_narrative="", sentences=SENTS)
     assert out.degenerate is None and out.evidence_ids == ["1"]
 
 
 def test_per_sentence_form_rates_each_sentence_in_its_own_call_with_the_note_before_it(dummy_lm):
     lm = dummy_lm([{"score": v} for v in (2, 5, 1, 4, 3)])
-    out = archehr_stage("evidence", "lm", "program.evidence.form=per_sentence")(clinician_question="q",
-                                                                                 sentences=SENTS)
+    out = archehr_stage("evidence", "lm", "program.evidence.form=per_sentence")(
+        clinician_question="q", patient_narrative="", sentences=SENTS)
     assert out.scores == {"1": 2, "2": 5, "3": 1, "4": 4, "5": 3} and out.evidence_ids == ["2", "4"]
     assert len(lm.history) == 5
     third = lm.history[2]["messages"][-1]["content"]
@@ -51,8 +51,8 @@ def test_per_sentence_form_rates_each_sentence_in_its_own_call_with_the_note_bef
 
 def test_per_sentence_form_out_of_range_falls_back_and_group_size_is_refused(dummy_lm):
     dummy_lm([{"score": 9}] * 10)
-    out = archehr_stage("evidence", "lm", "program.evidence.form=per_sentence")(clinician_question="q",
-                                                                                 sentences=SENTS)
+    out = archehr_stage("evidence", "lm", "program.evidence.form=per_sentence")(
+        clinician_question="q", patient_narrative="", sentences=SENTS)
     assert out.selection == "fallback_first_n" and out.fallback
     with pytest.raises(ConfigError, match="group_size applies to the list and by_id forms"):
         archehr_stage("evidence", "lm", "program.evidence.form=per_sentence", "program.evidence.group_size=2")
@@ -62,7 +62,8 @@ def test_per_sentence_form_out_of_range_falls_back_and_group_size_is_refused(dum
 
 def test_by_id_form_reads_scores_by_id(dummy_lm):
     dummy_lm([{"scores": {"[1]": 1, "2": 4, "3": 1, "4": 1, "5": 5}}])
-    out = archehr_stage("evidence", "lm", "program.evidence.form=by_id")(clinician_question="q", sentences=SENTS)
+    out = archehr_stage("evidence", "lm", "program.evidence.form=by_id")(
+        clinician_question="q", patient_narrative="", sentences=SENTS)
     assert out.evidence_ids == ["2", "5"] and out.degenerate is None
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from common.errors import ClinprogError
 from common.parameters import LearnedStateError
-from programs.archehr.evidence.features import EVIDENCE_FEATURES, split_anchor
+from programs.archehr.evidence.features import EVIDENCE_FEATURES
 from programs.archehr.shared.claims import quantities, unsupported_quantities
 from programs.archehr.shared.clinical_lexicon import concepts
 from programs.archehr.shared.note_layout import layout
@@ -47,7 +47,7 @@ NARRATIVE = ("My dad is 72 and was in the hospital last week. They said his pota
 
 def test_a_lab_value_question_selects_the_lab_line_and_not_the_headers_or_the_medication_list():
     stage = archehr_stage("evidence", "learned")
-    pred = stage(f"What was his potassium level and why was it high? {NARRATIVE}", NOTE)
+    pred = stage("What was his potassium level and why was it high?", NARRATIVE, NOTE)
     assert "6" in pred.evidence_ids          # the lab line holding K-6.8
     assert {"9", "10"} & set(pred.evidence_ids)
     headers = {s.id for s in NOTE if s.text.endswith(":")}
@@ -74,12 +74,6 @@ def test_claims_are_read_with_units_and_lay_synonyms():
     assert "kidney" in concepts("his kidney function") & concepts("Creat-3.4*")
     kinds = layout([s.text for s in NOTE]).kinds
     assert kinds[1] == "header" and kinds[5] == "lab" and kinds[13] == "medication" and kinds[0] == "admin"
-
-
-def test_the_cascade_anchor_is_split_into_question_and_narrative():
-    assert split_anchor("Why was he intubated? My father was sick. Why?") == (
-        "Why was he intubated?", "My father was sick. Why?")
-    assert split_anchor("Just one sentence") == ("Just one sentence", "Just one sentence")
 
 
 def _state_with(tmp_path: Path, edit) -> Path:
@@ -123,7 +117,7 @@ def test_a_missing_or_unreadable_state_is_one_line(tmp_path):
 def test_no_compiled_program_leaves_the_learned_heads_unfitted_and_says_so_when_they_run():
     stage = program("archehr", "lm=none", "program/archehr/question=baseline", "program.compiled=null").evidence
     with pytest.raises(LearnedStateError, match=r"program.evidence \(learned\): its scorer is not fitted.*optimizer=logistic"):
-        stage(f"What was his potassium level? {NARRATIVE}", NOTE)
+        stage("What was his potassium level?", NARRATIVE, NOTE)
 
 
 def test_the_shipped_state_is_the_default_compiled_program_and_round_trips_through_save():
@@ -142,9 +136,9 @@ def test_a_configured_threshold_overrides_the_fitted_one():
     everything = archehr_stage("evidence", "learned", "program.evidence.threshold=0.0")
     strict = archehr_stage("evidence", "learned", "program.evidence.threshold=1.0", "program.evidence.relative=1.0",
                            "program.evidence.min_selected=1")
-    anchor = f"What was his potassium level? {NARRATIVE}"
-    assert len(everything(anchor, NOTE).evidence_ids) == sum(not s.text.endswith(":") for s in NOTE)
-    assert len(strict(anchor, NOTE).evidence_ids) == 1
+    question = "What was his potassium level?"
+    assert len(everything(question, NARRATIVE, NOTE).evidence_ids) == sum(not s.text.endswith(":") for s in NOTE)
+    assert len(strict(question, NARRATIVE, NOTE).evidence_ids) == 1
 
 
 @pytest.mark.parametrize("override", ["program.evidence.threshold=abc", "program.evidence.min_selected=abc",

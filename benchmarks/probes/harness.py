@@ -1,13 +1,11 @@
-"""What every probe shares: constants, the report, the worker processes that run `main.py` in process (as
-tests/cli.py does), the inputs written once, and the checks of a refused or finished command."""
+"""What every probe shares: constants, the report, running `main.py` as a process, the inputs written once, and the
+checks of a refused or finished command."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
-import queue
-import select
 import signal
 import socket
 import subprocess
@@ -20,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-ENTRY = ROOT / "benchmarks" / "probe.py"   # `probe.py --worker` starts a worker
 DATA = ROOT / "data" / "archehr"
 PY = sys.executable
 QUIET = ("progress=false", "metrics.bertscore=null")
@@ -122,113 +119,36 @@ class Quiet:
 QUIET_MACHINE = Quiet()
 
 
-class Workers:
-    """A few long-lived Python processes (`probe.py --worker`) that run `main.py` in process, as the tests do
-    (tests/cli.py's main_in_process): the same entry, exit code, stdout and stderr as `python main.py`, without paying
-    the imports and model loads again for each of ~80 commands. A command that does not end in time costs its worker
-    (killed, replaced)."""
+def kill_group(process: subprocess.Popen) -> None:
+    """Kill `process` and what it started (its own process group)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
-    def __init__(self, n: int, log: Path) -> None:
-        self.log = log
-        self.idle: queue.Queue[subprocess.Popen] = queue.Queue()
-        self.all: list[subprocess.Popen] = []
-        for _ in range(n):
-            self.idle.put(self.start())
 
-    def start(self) -> subprocess.Popen:
-        with self.log.open("ab") as sink:
-            # its own process group: what it starts (joblib's worker processes) goes when it is stopped
-            process = subprocess.Popen([PY, str(ENTRY), "--worker"], cwd=ROOT, env=CLI_ENV,
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=sink,
-                                       start_new_session=True)
-        self.all.append(process)
-        return process
-
-    def run(self, request: dict, timeout: float) -> subprocess.CompletedProcess:
-        with QUIET_MACHINE.command():
-            return self._run(request, timeout)
-
-    def _run(self, request: dict, timeout: float) -> subprocess.CompletedProcess:
-        worker = self.idle.get()
+def _run(argv: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    """`argv` as a real process from the repository root, output captured; one that does not end in time is killed
+    with what it started and fails the probe."""
+    with QUIET_MACHINE.command():
+        # its own process group: what it starts (joblib's worker processes) goes when it is killed
+        process = subprocess.Popen([PY, *argv], cwd=ROOT, env={**CLI_ENV, **env}, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, start_new_session=True)
         try:
-            worker.stdin.write((json.dumps(request) + "\n").encode())
-            worker.stdin.flush()
-            ready, _, _ = select.select([worker.stdout], [], [], timeout)
-            line = worker.stdout.readline() if ready else b""
-            if not line:
-                self.kill(worker)
-                dead, worker = worker, self.start()
-                raise Fail(f"did not end within {timeout:.0f} s" if not ready else
-                           f"the worker process died (exit {dead.returncode})")
-            answer = json.loads(line)
-            return subprocess.CompletedProcess(request["argv"], answer["code"], answer["stdout"], answer["stderr"])
-        finally:
-            self.idle.put(worker)
-
-    @staticmethod
-    def kill(worker: subprocess.Popen) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(worker.pid, signal.SIGKILL)
-        worker.wait()
-
-    def stop(self) -> None:
-        """End every worker: its input closed (it exits as a run would, joblib's executor shut down), then its
-        process group killed, whatever is left of it."""
-        for worker in self.all:
-            with contextlib.suppress(OSError):
-                worker.stdin.close()
-        deadline = time.monotonic() + 10
-        for worker in self.all:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                worker.wait(timeout=max(0.1, deadline - time.monotonic()))
-            self.kill(worker)
-
-
-WORKERS: Workers | None = None
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(process)
+            raise Fail(f"did not end within {timeout:.0f} s") from None
+        return subprocess.CompletedProcess(argv, process.returncode, out, err)
 
 
 def clinprog(*args: str, env: dict[str, str] | None = None, timeout: float = 150) -> subprocess.CompletedProcess:
-    """`python main.py *args` from the repository root (in a worker's process), output captured."""
-    assert WORKERS is not None
-    return WORKERS.run({"kind": "main", "argv": list(args), "env": env or {}}, timeout)
+    """`python main.py *args` from the repository root, output captured."""
+    return _run([str(ROOT / "main.py"), *args], env or {}, timeout)
 
 
 def script(path: Path, *args: str, timeout: float = 150) -> subprocess.CompletedProcess:
-    """`python <path> *args` (a benchmark script, run in a worker's process), output captured."""
-    assert WORKERS is not None
-    return WORKERS.run({"kind": "script", "argv": [str(path), *args], "env": {}}, timeout)
-
-
-def worker() -> None:
-    """`probe.py --worker`: one JSON request a line on stdin, one JSON answer a line on the stdout it started with
-    (file descriptor 1 itself goes to /dev/null, so that what a library writes there cannot break the answers)."""
-    import functools
-    import io
-    import runpy
-
-    sys.path.insert(0, str(ROOT))
-    from in_process import exit_code_of, main_in_process
-
-    answers = os.fdopen(os.dup(1), "w")
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    for line in sys.stdin:
-        request = json.loads(line)
-        env = {**CLI_ENV, **request["env"]}
-        if request["kind"] == "main":
-            done = main_in_process(request["argv"], cwd=ROOT, env=env)
-            code, out, err = done.returncode, done.stdout, done.stderr
-        else:
-            out_buffer, err_buffer, saved = io.StringIO(), io.StringIO(), sys.argv
-            sys.argv = request["argv"]
-            try:
-                with contextlib.redirect_stdout(out_buffer), contextlib.redirect_stderr(err_buffer):
-                    code = exit_code_of(functools.partial(runpy.run_path, request["argv"][0], run_name="__main__"))
-            finally:
-                sys.argv = saved
-            out, err = out_buffer.getvalue(), err_buffer.getvalue()
-        answers.write(json.dumps({"code": code, "stdout": out, "stderr": err}) + "\n")
-        answers.flush()
+    """`python <path> *args` (a benchmark script), output captured."""
+    return _run([str(path), *args], {}, timeout)
 
 
 def no_traceback(proc: subprocess.CompletedProcess) -> None:

@@ -11,9 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import benchmarks.probes as package
-from benchmarks.probes import harness
 from benchmarks.probes.cli import cli_probes
-from benchmarks.probes.harness import Files, Report, Workers, worker
+from benchmarks.probes.harness import Files, Report
 from benchmarks.probes.serving import serve_probes
 
 
@@ -24,11 +23,7 @@ def main() -> int:
                                                       "these (comma-separated)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (its path is printed)")
     parser.add_argument("--times", action="store_true", help="then the seconds of the slowest probes")
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.worker:
-        worker()
-        return 0
     wanted = [w for w in (args.only or "").split(",") if w]
 
     def only(item: str, what: str) -> bool:
@@ -38,7 +33,6 @@ def main() -> int:
     report = Report()
     start = time.monotonic()
     try:
-        harness.WORKERS = Workers(args.jobs, tmp / "workers.log")
         jobs = cli_probes(report, Files(tmp), only)
         with ThreadPoolExecutor(args.jobs + 1) as pool:
             serving = pool.submit(serve_probes, report, tmp, only)
@@ -46,8 +40,6 @@ def main() -> int:
                 future.result()
             serving.result()
     finally:
-        if harness.WORKERS is not None:
-            harness.WORKERS.stop()
         if args.keep:
             print(f"kept {tmp}")
         else:

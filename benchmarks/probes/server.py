@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.probes.harness import ENV, HEALTH_LIMIT_S, PY, ROOT, TOKEN, Fail, Workers, free_port
+from benchmarks.probes.harness import ENV, HEALTH_LIMIT_S, PY, ROOT, TOKEN, Fail, free_port, kill_group
 
 
 class HealthWatch:
@@ -96,7 +96,7 @@ class Server:
         return httpx.post(self.url + path, content=data, headers=sent, timeout=timeout)
 
     def stop(self) -> None:
-        Workers.kill(self.process)
+        kill_group(self.process)
 
 
 NOTE = [{"id": "1", "text": "HOSPITAL COURSE:"},

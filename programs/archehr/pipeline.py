@@ -9,7 +9,7 @@ import dspy
 from common.note_text import split_sentences
 from common.usage import UsageLedger
 from programs.archehr.grounding.verdicts import SUPPORTED
-from programs.archehr.stages import AlignmentStage, AnswerStage, EvidenceStage, QuestionStage, check_anchor
+from programs.archehr.stages import AlignmentStage, AnswerStage, EvidenceStage, QuestionStage
 from tasks.archehr.data import AnswerSentence, Case
 
 ROLES = ("question", "evidence", "answer", "alignment")
@@ -35,7 +35,6 @@ class ArchEHRCascade(dspy.Module):
         grounding: dspy.Module | None = None,
     ) -> None:
         super().__init__()
-        self.anchor = check_anchor(getattr(evidence, "anchor", "clinician_question"))  # the evidence stage's own
         self.question, self.evidence, self.answer, self.alignment = question, evidence, answer, alignment
         self._grounding = grounding  # a non-LLM check (no learnable state), None with program/archehr/grounding=none
         # Plain dicts hold modules that are not learnable state: DSPy's named_parameters() skips dict values that
@@ -84,10 +83,8 @@ class ArchEHRCascade(dspy.Module):
                                    alignment=[], alignment_source=None, dropped_ids=0, fallbacks=fallbacks,
                                    degenerate=ledger.degenerates(), repairs=ledger.repairs(), usage=ledger.as_dict())
 
-        anchor = {"clinician_question": q.clinician_question, "patient_narrative": case.patient_narrative,
-                  "both": f"{q.clinician_question} {case.patient_narrative}"}[self.anchor]
         sentences = list(case.sentences)
-        ev = self._stage("evidence", ledger, fallbacks, anchor, sentences)
+        ev = self._stage("evidence", ledger, fallbacks, q.clinician_question, case.patient_narrative, sentences)
         by_id = {s.id: s for s in sentences}
         evidence = [by_id[i] for i in ev.evidence_ids]
 

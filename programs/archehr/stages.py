@@ -29,12 +29,13 @@ class QuestionStage(Protocol):
 
 class EvidenceStage(Protocol):
     """-> evidence_ids, scores ({sentence id: 1-5} or None), selection (how the ids were chosen), fallback.
-    `anchor` says what the sentences are scored against."""
+    `anchor` says what the stage scores the sentences against: the question, the narrative or both."""
 
     uses_lm: ClassVar[bool]
     anchor: str
 
-    def forward(self, clinician_question: str, sentences: list[NoteSentence]) -> dspy.Prediction: ...
+    def forward(self, clinician_question: str, patient_narrative: str,
+                sentences: list[NoteSentence]) -> dspy.Prediction: ...
 
 
 class AnswerStage(Protocol):
@@ -80,3 +81,9 @@ def check_anchor(anchor: str, where: str = "program.evidence.anchor") -> str:
 
         raise ConfigError(f"{where} must be one of {ANCHORS}, not {anchor!r}")
     return anchor
+
+
+def anchor_text(anchor: str, clinician_question: str, patient_narrative: str) -> str:
+    """The one text a stage that reads a single query scores the sentences against."""
+    return {"clinician_question": clinician_question, "patient_narrative": patient_narrative,
+            "both": f"{clinician_question} {patient_narrative}"}[anchor]

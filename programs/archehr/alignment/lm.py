@@ -22,7 +22,7 @@ def all_empty(alignment: list[dict], minimum: int = 2) -> bool:
     return len(alignment) >= minimum and not any(a["evidence_id"] for a in alignment)
 
 
-class AnswerAligner(dspy.Module):
+class LMAligner(dspy.Module):
     """Links answer sentences to note sentences. `form`: `lists` (the seed's: one call, one list of ids per answer
     sentence) or `per_sentence` (one call per answer sentence, its ids only). `min_citations` (0 or 1) is the
     least a list may hold: 0 lets the model say "unsupported" (the seed's conservative rule), 1 asks for the

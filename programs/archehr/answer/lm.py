@@ -12,7 +12,7 @@ from signatures.constrained import reply_bound, with_output_schema
 from tasks.archehr.data import NoteSentence
 
 
-class AnswerGenerator(dspy.Module):
+class LMAnswer(dspy.Module):
     uses_lm = True
 
     def __init__(self, max_words: int, soft_cut_ratio: float, max_tokens: int | None = None) -> None:

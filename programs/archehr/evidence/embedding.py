@@ -18,7 +18,7 @@ from programs.archehr.evidence.lm import select_by_likert
 from programs.archehr.shared.lexical import bm25_scores
 from programs.archehr.shared.note_layout import is_header
 from programs.archehr.shared.similarity import cosine_matrix
-from programs.archehr.stages import check_anchor
+from programs.archehr.stages import anchor_text, check_anchor
 from retrieval.embed import Embedder
 from tasks.archehr.data import NoteSentence
 
@@ -78,8 +78,9 @@ class EmbeddingEvidenceScorer(dspy.Module):
         top = sorted(sorted(candidates, key=lambda i: -fused[i])[:k])
         return [sentences[i].id for i in top], "top_share"
 
-    def forward(self, clinician_question: str, sentences: list[NoteSentence]) -> dspy.Prediction:
-        fused, sims = self.relevance(clinician_question, sentences)
+    def forward(self, clinician_question: str, patient_narrative: str,
+                sentences: list[NoteSentence]) -> dspy.Prediction:
+        fused, sims = self.relevance(anchor_text(self.anchor, clinician_question, patient_narrative), sentences)
         scores = [1 if is_header(s.text) else to_likert(f, self.cuts) for s, f in zip(sentences, fused, strict=True)]
         ids, selection = self.select(sentences, fused, scores)
         return dspy.Prediction(evidence_ids=ids, scores=dict(zip([s.id for s in sentences], scores, strict=True)),

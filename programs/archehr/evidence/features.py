@@ -63,19 +63,6 @@ def _views(values: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return out_rel, out_rank, out_z
 
 
-def split_anchor(anchor: str) -> tuple[str, str]:
-    """(clinician question, patient narrative) of the cascade's `both` anchor ("<question> <narrative>"): the
-    question is the text up to its first '?' within 40 words (a stage-1 question ends with one), else the first
-    sentence. An anchor of one part gives it as both."""
-    match = re.match(r"^(.{1,300}?\?)\s+(\S.*)$", anchor.strip(), flags=re.DOTALL)
-    if match and len(match.group(1).split()) <= 40:
-        return match.group(1), match.group(2)
-    parts = split_sentences(anchor)
-    if len(parts) > 1:
-        return parts[0], " ".join(parts[1:])
-    return anchor, anchor
-
-
 def evidence_features(embedder: Embedder, question: str, narrative: str, texts: list[str]) -> np.ndarray:
     """One row per note sentence, columns EVIDENCE_FEATURES."""
     n = len(texts)

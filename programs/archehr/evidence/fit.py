@@ -15,7 +15,7 @@ import numpy as np
 from common.errors import ConfigError
 from common.logistic_fit import f1, fit_chosen_c, fit_scorer, plain
 from common.parameters import LogisticHead
-from programs.archehr.evidence.features import EVIDENCE_FEATURE_SET, EVIDENCE_FEATURES, evidence_features, split_anchor
+from programs.archehr.evidence.features import EVIDENCE_FEATURE_SET, EVIDENCE_FEATURES, evidence_features
 from programs.archehr.shared.heads import training_cases
 from programs.archehr.shared.note_layout import is_header
 from programs.archehr.shared.selection import select_by_probability
@@ -37,16 +37,15 @@ class EvidenceCase:
 
 def evidence_cases(cases: list[Case], key: dict[str, KeyCase], question_stage: Any, embedder: Any) -> list[EvidenceCase]:
     """Each case's features as the program computes them: the question comes from the program's own stage 1 and
-    the anchor is the cascade's `both` anchor, split as the stage splits it."""
+    question and narrative are read separately, as the stage reads them."""
     out = []
     for case in cases:
         if not case.sentences or case.case_id not in key:
             continue
         question = question_stage(case.patient_narrative, " ".join(case.patient_question_phrases)).clinician_question
-        q, narrative = split_anchor(f"{question} {case.patient_narrative}")
         texts = [s.text for s in case.sentences]
         essential, supplementary = key[case.case_id].essential, key[case.case_id].supplementary
-        out.append(EvidenceCase(case.case_id, evidence_features(embedder, q, narrative, texts),
+        out.append(EvidenceCase(case.case_id, evidence_features(embedder, question, case.patient_narrative, texts),
                                 np.array([float(s.id in essential) for s in case.sentences]),
                                 np.array([not is_header(t) for t in texts], dtype=bool),
                                 [s.id for s in case.sentences],

@@ -19,13 +19,20 @@ import numpy as np
 from common.errors import ConfigError
 from common.parameters import LogisticHead
 from programs.archehr.evidence.embedding import DEFAULT_CUTS, to_likert
-from programs.archehr.evidence.features import EVIDENCE_FEATURE_SET, EVIDENCE_FEATURES, evidence_features, split_anchor
+from programs.archehr.evidence.features import EVIDENCE_FEATURE_SET, EVIDENCE_FEATURES, evidence_features
 from programs.archehr.shared.heads import check_override, fitted_selection, training_cases
 from programs.archehr.shared.note_layout import is_header
 from programs.archehr.shared.selection import select_by_probability
 from programs.archehr.stages import check_anchor
 from retrieval.embed import Embedder
 from tasks.archehr.data import NoteSentence
+
+
+def anchor_parts(anchor: str, clinician_question: str, patient_narrative: str) -> tuple[str, str]:
+    """(question, narrative) the features read: an anchor of one part reads it as both."""
+    return {"clinician_question": (clinician_question, clinician_question),
+            "patient_narrative": (patient_narrative, patient_narrative),
+            "both": (clinician_question, patient_narrative)}[anchor]
 
 
 class LearnedEvidenceScorer(dspy.Module):
@@ -70,15 +77,17 @@ class LearnedEvidenceScorer(dspy.Module):
         self.scorer.set(head.mean, head.scale, head.coef, head.intercept, part["selection"], part["fit"])
         return part["fit"]
 
-    def probabilities(self, anchor: str, sentences: list[NoteSentence]) -> np.ndarray:
-        question, narrative = split_anchor(anchor) if self.anchor == "both" else (anchor, anchor)
+    def probabilities(self, clinician_question: str, patient_narrative: str,
+                      sentences: list[NoteSentence]) -> np.ndarray:
+        question, narrative = anchor_parts(self.anchor, clinician_question, patient_narrative)
         x = evidence_features(self.embedder, question, narrative, [s.text for s in sentences])
         p = self.scorer.probabilities(x)
         return np.where([is_header(s.text) for s in sentences], 0.0, p)
 
-    def forward(self, clinician_question: str, sentences: list[NoteSentence]) -> dspy.Prediction:
+    def forward(self, clinician_question: str, patient_narrative: str,
+                sentences: list[NoteSentence]) -> dspy.Prediction:
         rule = self.selection()
-        p = self.probabilities(clinician_question, sentences)
+        p = self.probabilities(clinician_question, patient_narrative, sentences)
         candidates = np.array([not is_header(s.text) for s in sentences], dtype=bool)
         chosen = select_by_probability(p, candidates, float(rule["threshold"]), float(rule["relative"]),
                                  int(rule["min_selected"]))

@@ -6,7 +6,7 @@ import dspy
 
 from common.errors import ConfigError
 from common.failures import RECOVERABLE, StageOutputError, describe
-from programs.archehr.stages import check_anchor
+from programs.archehr.stages import anchor_text, check_anchor
 from programs.archehr.text import numbered
 from signatures.archehr import RateSentence, ScoreEvidence, ScoreEvidenceById
 from signatures.constrained import reply_bound, with_output_schema
@@ -35,7 +35,7 @@ def all_equal(scores: list[int], minimum: int = 3) -> bool:
     return len(scores) >= minimum and len(set(scores)) == 1
 
 
-class EvidenceScorer(dspy.Module):
+class LMEvidenceScorer(dspy.Module):
     """ScoreEvidence gives every note sentence a Likert score; the seed's strict/lenient/first-n rule selects.
 
     `form` is what the LM writes: `list` (the seed's: one list of N integers in the sentences' order), `by_id`
@@ -114,7 +114,10 @@ class EvidenceScorer(dspy.Module):
             raise StageOutputError(f"scores outside 1-5: {sorted(set(scores) - set(LIKERT))}")
         return scores
 
-    def forward(self, clinician_question: str, sentences: list[NoteSentence]) -> dspy.Prediction:
+    def forward(self, clinician_question: str, patient_narrative: str,
+                sentences: list[NoteSentence]) -> dspy.Prediction:
+        # the signature's `clinician_question` field reads the anchor: the question, the narrative or both
+        clinician_question = anchor_text(self.anchor, clinician_question, patient_narrative)
         size = self.group_size or max(1, len(sentences))
         groups = [sentences[i:i + size] for i in range(0, len(sentences), size)]
         try:

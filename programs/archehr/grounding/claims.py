@@ -16,7 +16,7 @@ check").
 from __future__ import annotations
 
 from common.errors import ConfigError
-from programs.archehr.grounding.similarity import GroundingCheck, NoteFacts, content, verdict_of
+from programs.archehr.grounding.similarity import NoteFacts, SimilarityGroundingCheck, content, verdict_of
 from programs.archehr.shared.claims import (
     contradictions,
     named_drugs,
@@ -34,7 +34,7 @@ NEGATION_REASON = "negation differs from its support"
 _CLAIMED_TESTS = frozenset(t for t in TESTS if len(t) >= 3 and t not in {"culture", "cultures", "urinalysis"})
 
 
-class ClaimsGroundingCheck(GroundingCheck):
+class ClaimsGroundingCheck(SimilarityGroundingCheck):
     def __init__(self, embedder: Embedder, min_similarity: float, number_tolerance: float, number_context: int,
                  check_negation: bool, unknown_terms: str, on_unsupported: str, max_words: int, soft_cut_ratio: float,
                  judge: str = "none", min_coverage: float = 0.0, judge_compile: dict | None = None) -> None:

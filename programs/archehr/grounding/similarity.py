@@ -66,7 +66,7 @@ def content(text: str) -> set[str]:
     return {_stem(t) for t in tokens(text) if len(t) > 2 or t.isdigit()}
 
 
-class GroundingCheck(dspy.Module):
+class SimilarityGroundingCheck(dspy.Module):
     def __init__(self, embedder: Embedder, min_similarity: float, min_coverage: float, on_unsupported: str,
                  max_words: int, soft_cut_ratio: float, judge: str = "none",
                  judge_compile: dict | None = None) -> None:

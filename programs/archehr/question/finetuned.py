@@ -115,19 +115,11 @@ def _stemmer() -> Any:
 
 @lru_cache(maxsize=1)
 def _stop_words() -> frozenset[str]:
-    """scikit-learn's generic English stop-word list (not fitted to any data), read from its one-constant module
-    without importing scikit-learn: `import sklearn` costs a default run's process ~2 s and nothing else in it
-    needs the package."""
-    import importlib.util
-    from pathlib import Path
+    """scikit-learn's generic English stop-word list (not fitted to any data). Imported on first use: `import
+    sklearn` costs the default run's cold process ~2 s (measured in benchmarks/README.md, "Start-up")."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-    spec = importlib.util.find_spec("sklearn")  # locates the package without running its __init__
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError("scikit-learn is not installed (its English stop-word list is used here)")
-    source = Path(next(iter(spec.submodule_search_locations))) / "feature_extraction" / "_stop_words.py"
-    namespace: dict[str, Any] = {}
-    exec(compile(source.read_text(encoding="utf-8"), str(source), "exec"), namespace)  # noqa: S102 - a literal
-    return frozenset(namespace["ENGLISH_STOP_WORDS"])
+    return frozenset(ENGLISH_STOP_WORDS)
 
 
 def content_stems(text: str) -> set[str]:
@@ -176,7 +168,7 @@ def register_features_names(dim: int) -> tuple[str, ...]:
     return tuple(f"embedding_{i}" for i in range(dim))
 
 
-class FinetunedQuestionInterpreter(dspy.Module):
+class FinetunedQuestion(dspy.Module):
     """Stage 1 by a fine-tuned small LM. Parameters: `register` (auto | consumer | clinician), `samples` (sampled
     candidates beside the greedy one; 0: greedy only), `temperature` (of the samples), `coverage_weight` (0: the
     most probable candidate), `max_new_tokens`. `base` (the GGUF to

@@ -11,7 +11,7 @@ from signatures.archehr import InterpretQuestion, with_limits
 from signatures.constrained import reply_bound, with_output_schema
 
 
-class QuestionInterpreter(dspy.Module):
+class LMQuestion(dspy.Module):
     uses_lm = True
 
     def __init__(self, max_words: int, demos: list[dspy.Example] | None = None, max_tokens: int | None = None) -> None:

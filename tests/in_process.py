@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _shield_absl_stream() -> None:
