@@ -133,11 +133,17 @@ class OpenAICompatibleEngine:
             is_completion = isinstance(data["choices"][0]["message"], dict)
         except (ValueError, KeyError, IndexError, TypeError):
             is_completion = False
+        not_one = lm15.ProviderError(f"the server at {self.url} sent no chat completion: {reply.text.strip()[:200]!r}",
+                                     provider="openai_compatible")
         if not is_completion:  # DSPy's reader would take an empty choice list as an empty reply
-            raise lm15.ProviderError(f"the server at {self.url} sent no chat completion: "
-                                     f"{reply.text.strip()[:200]!r}", provider="openai_compatible")
-        # DSPy's own reader of a chat completion (what its LiteLLM engine ran on the reply): text, usage, finish reason
-        return response_from_openai_chat(data, model=self.model)
+            raise not_one
+        # DSPy's own reader of a chat completion (what its LiteLLM engine ran on the reply): text, usage, finish reason.
+        # It trusts the shape of every other field (`"usage": "lots"` was an AttributeError): what it cannot read is
+        # the server's malformed reply, the same line as one without choices
+        try:
+            return response_from_openai_chat(data, model=self.model)
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError):
+            raise not_one from None
 
     def _status_error(self, reply: Any) -> Exception:
         status, text = reply.status_code, _server_message(reply.content)

@@ -85,6 +85,22 @@ def test_a_reply_that_is_not_a_chat_completion_is_one_error():
             engine.complete(lm15.Request(model="m", messages=(lm15.Message.user("hi"),)))
 
 
+@pytest.mark.parametrize("usage", ["lots", 5, {"prompt_tokens": "x"}, {"prompt_tokens_details": "x"}])
+def test_a_completion_with_a_malformed_field_is_the_same_one_error(usage):
+    """`"usage": "lots"` once leaked DSPy's reader's `AttributeError: 'str' object has no attribute 'get'`."""
+    import httpx
+    from dspy import lm15
+
+    from lms.openai_compatible_engine import OpenAICompatibleEngine
+
+    engine = OpenAICompatibleEngine("m", "http://127.0.0.1:9/v1")
+    reply = httpx.Response(200, json={"choices": [{"message": {"role": "assistant", "content": "hi"},
+                                                   "finish_reason": "stop"}], "usage": usage})
+    engine._client = httpx.Client(transport=httpx.MockTransport(lambda request: reply))
+    with pytest.raises(lm15.ProviderError, match="sent no chat completion"):
+        engine.complete(lm15.Request(model="m", messages=(lm15.Message.user("hi"),)))
+
+
 def test_the_lm_travels_to_another_process_without_its_connection():
     with fake_openai_server(lambda last: '{"answer": "yes"}') as server:
         lm = openai_compatible_lm("m", server["api_base"], check=False, cache=False, num_retries=0)
