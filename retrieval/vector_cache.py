@@ -20,28 +20,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from common.run_folder import file_version
+from common.vector_store import VectorStore as SharedVectorStore
+from common.vector_store import cpu_flags
 
 KIND = "clinprog.embedder.vector"
 # the modules whose code decides a vector (their source is part of the key)
 ENCODER_SOURCES = (Path(__file__).with_name("embed.py"), Path(__file__).with_name("bert_encoder.py"))
 KERNEL_CAPS = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR", "MKL_DEBUG_CPU_TYPE")
-
-
-def _cpu_flags() -> str:
-    """The instruction sets this CPU reports (torch, MKL and oneDNN choose their kernels from them)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
-            for line in info:
-                if line.startswith(("flags", "Features")):
-                    return " ".join(sorted(line.split(":", 1)[1].split()))
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or platform.machine()
 
 
 @lru_cache(maxsize=1)
@@ -55,7 +41,7 @@ def encoder_digest() -> str:
         torch_version = importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:
         torch_version = "none"
-    digest.update(torch_version.encode() + b"\0" + _cpu_flags().encode() + b"\0")
+    digest.update(torch_version.encode() + b"\0" + cpu_flags().encode() + b"\0")
     for name in KERNEL_CAPS:
         digest.update(f"{name}={os.environ.get(name, '')}\0".encode())
     return digest.hexdigest()
@@ -73,27 +59,8 @@ def model_files(folder: str) -> list[list[Any]] | None:
         return None
 
 
-class VectorStore:
+class VectorStore(SharedVectorStore):
     """Get and put unit vectors by text in DSPy's cache for one embedder setting (`identity`)."""
 
     def __init__(self, identity: dict[str, Any]) -> None:
-        self.identity = identity
-
-    def _request(self, documents: bool, text: str) -> dict[str, Any]:
-        return {"kind": KIND, "encoder": encoder_digest(), **self.identity, "documents": documents, "text": text}
-
-    def get(self, keys: list[tuple[bool, str]]) -> dict[tuple[bool, str], np.ndarray]:
-        import dspy
-
-        found = {}
-        for key in keys:
-            stored = dspy.cache.get(self._request(*key))
-            if isinstance(stored, bytes) and stored and len(stored) % 4 == 0:
-                found[key] = np.frombuffer(stored, dtype=np.float32).copy()
-        return found
-
-    def put(self, keys: list[tuple[bool, str]], vectors: np.ndarray) -> None:
-        import dspy
-
-        for key, vector in zip(keys, np.asarray(vectors, dtype=np.float32), strict=True):
-            dspy.cache.put(self._request(*key), vector.tobytes())
+        super().__init__(identity, KIND, encoder_digest)
