@@ -48,14 +48,20 @@ def save_compiled(program: dspy.Module, path: str | Path, metadata: dict[str, An
         raise CompiledProgramError(f"{path}: is a folder; program.optimize.save_to must name a .json file")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp.json")
-    program.save(str(tmp))
-    meta = {**metadata, "program": type(program).__name__, "predictors": program_fingerprint(program),
-            "learned": sorted(learned_parameters(program)), "dspy_version": dspy.__version__,
-            "saved": time.strftime("%Y-%m-%dT%H:%M:%S")}
     meta_tmp = Path(str(tmp) + METADATA_SUFFIX)
-    meta_tmp.write_text(json.dumps(meta, indent=2, default=str) + "\n")
-    tmp.replace(path)
-    meta_tmp.replace(Path(str(path) + METADATA_SUFFIX))
+    for stale in (tmp, meta_tmp):  # a save killed (kill -9) before its renames: never left beside save_to
+        stale.unlink(missing_ok=True)
+    try:
+        program.save(str(tmp))
+        meta = {**metadata, "program": type(program).__name__, "predictors": program_fingerprint(program),
+                "learned": sorted(learned_parameters(program)), "dspy_version": dspy.__version__,
+                "saved": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        meta_tmp.write_text(json.dumps(meta, indent=2, default=str) + "\n")
+        tmp.replace(path)
+        meta_tmp.replace(Path(str(path) + METADATA_SUFFIX))
+    finally:  # Ctrl-C or an error mid-save: the saved state stays as it was, without the half-written copy
+        for left in (tmp, meta_tmp):
+            left.unlink(missing_ok=True)
     return path
 
 
@@ -142,3 +148,24 @@ def load_module_state(module: dspy.Module, path: str | Path, prefix: str) -> dsp
     except ClinprogError as exc:
         raise CompiledProgramError(f"{path}: {exc}") from None
     return module
+
+
+def fitted_knobs(config: dict[str, Any]) -> dict[str, Any]:
+    """`config` (a run's resolved config) with each stage knob left null replaced by "fitted: <value>", the value
+    its compiled state (`program.compiled`) holds: what the run used, where a user reads the run's config.json.
+    A state that cannot be read changes nothing here (the run itself refuses it)."""
+    program = config.get("program") or {}
+    path = program.get("compiled")
+    try:
+        state = _read_state(Path(path)) if path else {}
+    except (ClinprogError, OSError, ValueError):
+        return config
+    for name, part in state.items():
+        stage = program.get(name.split(".")[0])
+        selection = part.get("selection") if isinstance(part, dict) else None
+        if not isinstance(stage, dict) or not isinstance(selection, dict):
+            continue
+        for knob, value in selection.items():
+            if knob in stage and stage[knob] is None:
+                stage[knob] = f"fitted: {value}"
+    return config

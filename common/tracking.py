@@ -126,7 +126,7 @@ def _mlflow_run(cfg: DictConfig, out: Path, uri: str, artifact_location: str, na
                           tags={**tags, "task": task, "program": str(cfg.program.name)}) as run:
         params = flatten(OmegaConf.to_container(cfg, resolve=True))
         # MLflow names allow only alphanumerics, _ - . space : / (a Hydra choice key such as
-        # choices.program/archehr/stages@archehr.stages holds an @)
+        # choices.program/archehr/stage_set@archehr.stage_set holds an @)
         mlflow.log_params({re.sub(r"[^\w\-. :/]", ":", k): (json.dumps(v) if isinstance(v, list) else str(v))[:500]
                            for k, v in params.items() if not k.startswith("hydra")})
         try:

@@ -18,6 +18,7 @@ from common.contract import Inputs, ProgramContract, contract_for
 from common.errors import ClinprogError, ConfigError
 from common.outputs import append_main_log, output_dir, write_json, write_text
 from common.prediction_log import PredictionLog
+from common.program_state import fitted_knobs
 from common.run_folder import RunFolder, file_sha256
 from lms.describe import backend_name
 from runners.dspy_setup import configure_dspy
@@ -125,7 +126,8 @@ def finish(cfg: DictConfig, contract: ProgramContract, inputs: Inputs, records: 
         contract.print_scores(scores)
     write_text(out / "report.md", contract.report(cfg, usage, scores))
     write_text(out / "report.html", contract.report_html(cfg, inputs, records, usage, scores))
-    write_json(out / "config.json", OmegaConf.to_container(cfg, resolve=True))
+    # a knob left null shows the fitted value the run used ("fitted: 0.375")
+    write_json(out / "config.json", fitted_knobs(OmegaConf.to_container(cfg, resolve=True)))
     return scores
 
 
@@ -141,7 +143,7 @@ def run(cfg: DictConfig) -> float | None:
         executor = executor_for(cfg, contract.unit)   # executor=local | ray (runners/executors/)
         # a missing key / dead server fails here (Ray: in every worker's build, the same line)
         predict = built_by_workers if getattr(executor, "builds_own_program", False) else build_predictor(cfg, contract, roles)
-        predictions = PredictionLog(folder.predictions, contract.record_id)
+        predictions = PredictionLog(folder.predictions, contract.record_id, contract.record_problem)
         try:
             done = run_resumable(inputs.items, contract.item_id, predict, predictions,
                                  num_threads=int(cfg.lm.get("num_threads", 1)) if roles else 1,

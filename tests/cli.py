@@ -41,6 +41,13 @@ def run_main(*args: str, cwd: str | Path = ROOT, env: dict[str, str | None] | No
     return main_in_process(argv, cwd=cwd, env=environment)
 
 
+def one_error_line(proc: subprocess.CompletedProcess) -> str:
+    """The command's stderr, which must be exactly one `error:` line (exit 2, no traceback)."""
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-2000:]
+    return lines[0]
+
+
 @contextlib.contextmanager
 def fake_openai_server(reply: Callable[[str], str | int], model: str = "m", delay_s: float = 0.0) -> Iterator[dict]:
     """Serve `model`; each chat completion answers `reply(<the request's last message>)` after `delay_s` seconds

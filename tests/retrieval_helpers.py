@@ -25,3 +25,10 @@ class HashEmbedder:
 
     def encode_queries(self, texts):
         return self.encode_documents(texts)
+
+
+def index_at(path):
+    """A local index at `path` over the HashEmbedder, BM25 on numpy (no compile step)."""
+    from retrieval.local import LocalIndex
+
+    return LocalIndex(path, HashEmbedder(), bm25_backend="numpy")

@@ -12,14 +12,10 @@ from retrieval.corpus import CorpusSpec
 from retrieval.ingest import ingest
 from retrieval.local import LocalIndex
 from retrieval.passage import RetrievalError
-from tests.retrieval_helpers import HashEmbedder
+from tests.retrieval_helpers import HashEmbedder, index_at
 from tests.test_retrieval import FIXTURES, TINY
 
 pytestmark = pytest.mark.unit
-
-
-def index_at(path):
-    return LocalIndex(path, HashEmbedder(), bm25_backend="numpy")
 
 
 def corpus_copy(tmp_path, name="edited.jsonl", keep=None, edit=None):

@@ -16,7 +16,7 @@ from retrieval.local import LocalIndex
 from retrieval.passage import RetrievalError
 from tests.cli import run_main
 from tests.conftest import ROOT
-from tests.retrieval_helpers import HashEmbedder
+from tests.retrieval_helpers import HashEmbedder, index_at
 from tests.test_retrieval import TINY
 
 pytestmark = pytest.mark.integration
@@ -24,10 +24,6 @@ pytestmark = pytest.mark.integration
 
 class Crash(Exception):
     pass
-
-
-def index_at(path):
-    return LocalIndex(path, HashEmbedder(), bm25_backend="numpy")
 
 
 def check_whole(path, n=6):

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from tests.cli import run_main
+from tests.cli import one_error_line, run_main
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.unit
@@ -37,12 +37,6 @@ def merge(*dirs, out):
     return run_main("task=merge", f"dirs=[{','.join(str(d) for d in dirs)}]", f"hydra.run.dir={out}")
 
 
-def one_error(proc) -> str:
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-2000:]
-    return lines[0]
-
 
 @pytest.mark.parametrize(("name", "content", "says"), [
     ("config.json", [], "a JSON array, not an object"),
@@ -58,7 +52,7 @@ def test_a_shard_file_that_is_not_what_a_run_writes_is_one_error_naming_it(shard
     damaged = copy_of(s1, tmp_path / "s1_damaged")
     (damaged / name).write_text(json.dumps(content))
     out = tmp_path / "merged"
-    line = one_error(merge(s0, damaged, out=out))
+    line = one_error_line(merge(s0, damaged, out=out))
     assert line == f"error: {damaged}/{name}: not the {name} a run writes ({says})"
     assert not (out / "predictions.jsonl").exists()
 
@@ -70,7 +64,7 @@ def test_a_shard_file_nested_too_deeply_to_read_is_one_error_naming_it(shards, t
     damaged = copy_of(s1, tmp_path / "s1_damaged")
     (damaged / name).write_text("[" * 100_000 + "]" * 100_000)
     out = tmp_path / "merged"
-    line = one_error(merge(s0, damaged, out=out))
+    line = one_error_line(merge(s0, damaged, out=out))
     assert line == f"error: {damaged}/{name}: not JSON (JSON nested too deeply to read)"
     assert not (out / "predictions.jsonl").exists()
 
@@ -89,7 +83,7 @@ def test_a_record_without_its_answer_and_evidence_is_one_error_naming_shard_and_
     damaged = copy_of(s1, tmp_path / "s1_damaged")
     case = rewrite_first_record(damaged, lambda r: [r.pop("answer"), r.pop("evidence_ids")])
     out = tmp_path / "merged"
-    line = one_error(merge(s0, damaged, out=out))
+    line = one_error_line(merge(s0, damaged, out=out))
     assert line == (f"error: damaged records: {damaged} (shard 1 of 2) holds 1 of its 2 cases' records without what "
                     f"the outputs are made from (case {case} lacks evidence_ids, answer); delete that line from its "
                     "predictions.jsonl and rerun that shard's command to run them again")
@@ -100,7 +94,7 @@ def test_a_record_whose_fields_are_of_the_wrong_kind_is_refused_too(shards, tmp_
     _, (s0, s1) = shards
     damaged = copy_of(s1, tmp_path / "s1_damaged")
     case = rewrite_first_record(damaged, lambda r: r.update(evidence_ids="1,2", alignment=None))
-    line = one_error(merge(damaged, s0, out=tmp_path / "merged"))
+    line = one_error_line(merge(damaged, s0, out=tmp_path / "merged"))
     assert f"(case {case} evidence_ids is not a list, alignment is not a list)" in line, line
 
 
@@ -111,7 +105,7 @@ def snapshot(folder) -> dict:
 def test_a_merge_into_one_of_its_shards_is_refused_before_anything_is_written(shards):
     _, (s0, s1) = shards
     before = snapshot(s0)
-    line = one_error(merge(s0, s1, out=s0))
+    line = one_error_line(merge(s0, s1, out=s0))
     assert line == (f"error: hydra.run.dir={s0} is the shard folder {s0} of dirs: the merge would overwrite it; "
                     "merge into another folder (omit hydra.run.dir)")
     assert snapshot(s0) == before  # its predictions, outputs, .hydra files and main.log as they were

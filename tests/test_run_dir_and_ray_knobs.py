@@ -5,24 +5,18 @@ executor whose workers build the program (Ray's) gets none built by the driver."
 import pytest
 
 from runners.executors.ray_executor import ray_settings
-from tests.cli import run_main
+from tests.cli import one_error_line, run_main
 
 pytestmark = pytest.mark.unit
 
 ARGS = ("program=archehr", "program/archehr/question=baseline", "data.limit=1")
 
 
-def one_error(proc) -> str:
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-2000:]
-    return lines[0]
-
 
 def test_a_run_folder_under_a_file_is_one_error_line(tmp_path):
     a_file = tmp_path / "somefile"
     a_file.write_text("x")
-    line = one_error(run_main(*ARGS, f"hydra.run.dir={a_file / 'sub'}", quiet=True))
+    line = one_error_line(run_main(*ARGS, f"hydra.run.dir={a_file / 'sub'}", quiet=True))
     assert line == f"error: hydra.run.dir={a_file / 'sub'}: {a_file} is a file, not a folder; choose a folder for " \
                    "the run's outputs"
     assert a_file.read_text() == "x"
@@ -30,14 +24,14 @@ def test_a_run_folder_under_a_file_is_one_error_line(tmp_path):
 
 @pytest.mark.parametrize("folder", ["/proc/clinprog-run", "/proc"])
 def test_a_run_folder_that_cannot_be_written_is_one_error_line(folder):
-    line = one_error(run_main(*ARGS, f"hydra.run.dir={folder}", quiet=True))
+    line = one_error_line(run_main(*ARGS, f"hydra.run.dir={folder}", quiet=True))
     assert line.startswith(f"error: hydra.run.dir={folder}: cannot create or write that folder ("), line
 
 
 def test_a_sweep_folder_under_a_file_is_one_error_line(tmp_path):
     a_file = tmp_path / "somefile"
     a_file.write_text("x")
-    line = one_error(run_main("-m", *ARGS, f"hydra.sweep.dir={a_file / 'm'}", quiet=True))
+    line = one_error_line(run_main("-m", *ARGS, f"hydra.sweep.dir={a_file / 'm'}", quiet=True))
     assert line.startswith(f"error: hydra.sweep.dir={a_file / 'm'}: {a_file} is a file, not a folder"), line
 
 
@@ -51,7 +45,7 @@ def test_a_sweep_folder_under_a_file_is_one_error_line(tmp_path):
     ("executor.object_store_mb=10", "executor.object_store_mb must be an integer >= 75, not 10"),
 ])
 def test_a_ray_setting_that_cannot_work_is_one_error_line(tmp_path, override, says):
-    line = one_error(run_main(*ARGS, "executor=ray", override, f"hydra.run.dir={tmp_path / 'run'}", quiet=True))
+    line = one_error_line(run_main(*ARGS, "executor=ray", override, f"hydra.run.dir={tmp_path / 'run'}", quiet=True))
     assert line == f"error: {says}"
     assert not (tmp_path / "run" / "predictions.jsonl").exists()
 

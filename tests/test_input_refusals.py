@@ -18,17 +18,11 @@ from common.config_groups import compose_config
 from common.errors import ClinprogError
 from common.unicode_text import InvalidUnicode, require_unicode, unicode_problem
 from tasks.archehr.data import ArchEHRDataError, load_cases, load_question_pairs
-from tests.cli import run_main
+from tests.cli import one_error_line, run_main
 from tests.conftest import BUNDLED_CASES, ROOT
 
 pytestmark = pytest.mark.unit
 
-
-def one_error_line(run) -> str:
-    """The run's stderr, which must be exactly one `error:` line (exit 2, no traceback)."""
-    lines = run.stderr.strip().splitlines()
-    assert run.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), run.stderr[-2000:]
-    return lines[0]
 
 
 # --- 1: text that is not Unicode -------------------------------------------------------------------------------------
