@@ -39,7 +39,8 @@ sys.path.insert(0, str(ROOT))
 
 from common.note_text import split_sentences  # noqa: E402
 from common.program_state import load_module_state  # noqa: E402
-from programs.archehr.question.finetuned import FinetunedQuestion, content_stems  # noqa: E402
+from programs.archehr.question.finetuned import FinetunedQuestion  # noqa: E402
+from programs.archehr.question.rerank import content_stems  # noqa: E402
 from programs.archehr.question.text import (  # noqa: E402
     BASELINES,
     finish_question,

@@ -151,7 +151,8 @@ def question_stage():
 
 
 def test_a_message_is_tokenized_as_text_and_typed_tokens_do_not_steer_the_question(question_stage):
-    from programs.archehr.question.finetuned import INSTRUCTIONS, prompt_parts
+    from programs.archehr.question.chat_prompt import prompt_parts
+    from programs.archehr.question.finetuned import INSTRUCTIONS
 
     def prompt_tokens(message):
         return [t for part in prompt_parts(llm, INSTRUCTIONS["clinician"], message, question_stage.chat_format())

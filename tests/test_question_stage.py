@@ -309,7 +309,8 @@ def test_the_run_page_sums_up_the_form_of_the_runs_questions():
 
 
 def test_an_opening_the_training_references_overuse_in_either_register_is_penalised_in_both():
-    from programs.archehr.question.finetuned import FinetunedQuestion, opening_penalties
+    from programs.archehr.question.finetuned import FinetunedQuestion
+    from programs.archehr.question.rerank import opening_penalties
 
     prior = {"consumer": {"what are the treatments": 0.2}, "clinician": {"why was his antibiotic": 0.05}}
     assert opening_penalties(prior) == {"what are the treatments": 0.2, "why was his antibiotic": 0.05}
@@ -379,7 +380,8 @@ def test_the_adapter_id_is_kept_while_its_arrays_are_the_same_and_follows_a_repl
 
 def test_each_base_architecture_has_its_own_turn_markup_and_an_unknown_one_is_one_config_line():
     from lms.gguf_causal_lm import BaseModel, gguf_architecture
-    from programs.archehr.question.finetuned import CHAT_FORMATS, FinetunedQuestion, build_prompt, chat_format
+    from programs.archehr.question.chat_prompt import CHAT_FORMATS, build_prompt, chat_format
+    from programs.archehr.question.finetuned import FinetunedQuestion
 
     # the shipped base (SmolLM2) is a llama GGUF: ChatML with a system turn, as the adapter was trained
     assert gguf_architecture(BaseModel().path()) == "llama"

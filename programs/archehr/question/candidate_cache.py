@@ -25,8 +25,8 @@ from common.run_folder import file_version
 
 KIND = "clinprog.question.finetuned.candidates"
 # the modules whose code decides a message's candidates (their source is part of the key)
-DECODER_MODULES = ("programs.archehr.question.finetuned", "programs.archehr.question.text", "lms.llama_batch",
-                   "lms.gguf_causal_lm", "lms.gguf_merge")
+DECODER_MODULES = ("programs.archehr.question.finetuned", "programs.archehr.question.chat_prompt",
+                   "programs.archehr.question.text", "lms.llama_batch", "lms.gguf_causal_lm", "lms.gguf_merge")
 
 
 @lru_cache(maxsize=1)

