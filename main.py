@@ -8,10 +8,14 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm would fetch its cost map otherwise
 
-import hydra  # noqa: E402
-from omegaconf import DictConfig  # noqa: E402
+try:  # Ctrl-C while the libraries load: one line, as anywhere else (runners/dispatch.py), not an import traceback
+    import hydra
+    from omegaconf import DictConfig
 
-from runners.dispatch import dispatch  # noqa: E402
+    from runners.dispatch import dispatch
+except KeyboardInterrupt:
+    print("interrupted: stopped while starting; nothing was written", file=sys.stderr)
+    raise SystemExit(130) from None
 
 
 # an absolute path: the same configs whether this file runs as a script or is imported (tests run it in process)
@@ -36,6 +40,9 @@ def cli() -> None:
         os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
         main()
+    except KeyboardInterrupt:  # outside the task (Hydra composing, its run folder): the task's own handler is inside
+        print("interrupted: stopped before the task ran; nothing of it was written", file=sys.stderr)
+        raise SystemExit(130) from None
     except (ConfigCompositionException, MissingConfigException, OverrideParseException) as exc:
         if not ours:  # the user asked for Hydra's full error
             raise

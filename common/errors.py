@@ -51,8 +51,29 @@ def through_instantiate() -> Iterator[None]:
         yield
     except InstantiationException as exc:
         cause: BaseException | None = exc
+        full_key = ""
         while isinstance(cause, InstantiationException):
+            full_key = _full_key(str(cause)) or full_key  # the innermost: the node the builder was given
             cause = cause.__cause__
         if isinstance(cause, ClinprogError):
-            raise cause from None
+            raise _keyed(cause, full_key) from None
         raise
+
+
+def _full_key(message: str) -> str:
+    """The config node Hydra names at the end of its message (`full_key: program.embedder`); "" when none."""
+    last = message.rstrip().rsplit("\n", 1)[-1]
+    return last.removeprefix("full_key:").strip() if last.startswith("full_key:") else ""
+
+
+def _keyed(exc: ClinprogError, full_key: str) -> ClinprogError:
+    """`exc` with the knob it names from its own node (`embedder.threads`, a builder knows only its group's name)
+    named from the config's root (`program.embedder.threads`), which is what the user types."""
+    message = str(exc)
+    head, _, parent = full_key.rpartition(".")
+    if not head or not message.startswith(parent + "."):
+        return exc
+    try:
+        return type(exc)(f"{head}.{message}")
+    except TypeError:  # an error class with its own constructor: the message as it was
+        return exc

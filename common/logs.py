@@ -63,7 +63,7 @@ def quiet_third_party(verbose: bool = False) -> None:
         for handler in root.handlers:
             for f in [f for f in handler.filters if isinstance(f, ThirdPartyFilter)]:
                 handler.removeFilter(f)
-        for name in NOISY:
+        for name in (*NOISY, "dspy.utils.parallelizer"):
             logging.getLogger(name).setLevel(logging.NOTSET)
         return
     for handler in root.handlers:
@@ -71,3 +71,5 @@ def quiet_third_party(verbose: bool = False) -> None:
             handler.addFilter(ThirdPartyFilter())
     for name in NOISY:
         logging.getLogger(name).setLevel(logging.WARNING)
+    # its warnings say only that Ctrl-C cancelled its threads, which the interrupted line says (runners/dispatch.py)
+    logging.getLogger("dspy.utils.parallelizer").setLevel(logging.ERROR)

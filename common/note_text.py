@@ -1,23 +1,53 @@
 """Sentence splitting, one rule for everything: an answer or a narrative (`split_sentences`), and a note pasted as
 plain text, split into numbered sentences the way a case file holds them (`split_note`: one per line, and a line of
-several sentences split at sentence ends; a header such as "HOSPITAL COURSE:" stays its own sentence)."""
+several sentences split at sentence ends; a header such as "HOSPITAL COURSE:" stays its own sentence; a list
+number such as "1." stays with the words after it). `split_note(text, "lines")` takes each line as one sentence, as
+given, for a note its writer already split."""
 
 from __future__ import annotations
 
 import re
 
-# a sentence ends at . ! or ? followed by space and a capital, a digit, a quote or an opening bracket
-_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+# Bidi controls (embeddings, overrides, isolates, marks): invisible, so a "." they follow still ends a sentence
+BIDI = "\u200e\u200f\u202a-\u202e\u2066-\u2069"
+# a sentence ends at . ! or ? (bidi controls after it stay with it) followed by space and a capital, a digit, a
+# quote or an opening bracket
+_SPLIT = re.compile(rf"(?<=[.!?])([{BIDI}]*)\s+(?=[{BIDI}]*[A-Z0-9\"'(\[])")
+# a list number ("1.", "#2.", "a.") ends no sentence: "1. Aspirin 81 mg PO DAILY" is one line of a medication list
+_LIST_NUMBER = re.compile(r"#?(?:\d{1,3}|[A-Za-z])\.")
+SPLITS = ("sentences", "lines")
+
+
+def _split(text: str, list_numbers: bool) -> list[str]:
+    text = text.strip()
+    out, start = [], 0
+    for end in _SPLIT.finditer(text):
+        piece = text[start:end.end(1)].strip()
+        if list_numbers and _LIST_NUMBER.fullmatch(piece):
+            continue  # the number joins the words after it
+        out.append(piece)
+        start = end.end()
+    out.append(text[start:].strip())
+    return [s for s in out if s]
 
 
 def split_sentences(text: str) -> list[str]:
     """The sentences of one run of text (an answer, a narrative, a note line), without empty ones."""
-    return [s.strip() for s in _SPLIT.split(text.strip()) if s.strip()]
+    return _split(text, list_numbers=False)
 
 
-def split_note(text: str) -> list[str]:
-    """The sentences of `text`, in order, without empty ones: each line split at sentence ends."""
-    return [s for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n") for s in split_sentences(line)]
+def ends_sentence(text: str) -> bool:
+    """Whether `text` ends with . ! or ?, bidi controls after it not counted (they would make "x.\u202c" + ".")."""
+    return re.sub(f"[{BIDI}\\s]+$", "", text).endswith((".", "!", "?"))
+
+
+def split_note(text: str, split: str = "sentences") -> list[str]:
+    """The sentences of `text`, in order, without empty ones: each line split at sentence ends (`split="lines"`:
+    each line one sentence, as given)."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if split == "lines":
+        return [line.strip() for line in lines if line.strip()]
+    return [s for line in lines for s in _split(line, list_numbers=True)]
 
 
 def cut_long(sentence: str, max_chars: int) -> list[str]:
@@ -34,12 +64,12 @@ def cut_long(sentence: str, max_chars: int) -> list[str]:
     return [*pieces, rest] if rest else pieces
 
 
-def numbered_note(text: str, max_chars: int) -> tuple[list[str], list[range]]:
-    """`split_note(text)` with every sentence over `max_chars` cut by length (`cut_long`); also, per cut sentence, the
-    0-based indices of its pieces in the returned list, so the run can say which sentences were cut."""
+def numbered_note(text: str, max_chars: int, split: str = "sentences") -> tuple[list[str], list[range]]:
+    """`split_note(text, split)` with every sentence over `max_chars` cut by length (`cut_long`); also, per cut
+    sentence, the 0-based indices of its pieces in the returned list, so the run can say which sentences were cut."""
     out: list[str] = []
     cut: list[range] = []
-    for sentence in split_note(text):
+    for sentence in split_note(text, split):
         pieces = cut_long(sentence, max_chars) if len(sentence) > max_chars else [sentence]
         if len(pieces) > 1:
             cut.append(range(len(out), len(out) + len(pieces)))

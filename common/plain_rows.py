@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import logging
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import Any
 from common import json_input
 from common.errors import ClinprogError, ConfigError
 from common.logs import printable
+from common.note_text import SPLITS
 from common.unicode_text import lone_surrogate
 
 SUFFIXES = (".jsonl", ".csv")
@@ -58,9 +60,9 @@ def is_plain(path: str | Path) -> bool:
 def read_rows(path: str | Path, table: Table) -> list[Row]:
     """The rows of `path` (.jsonl or .csv), checked against `table`; at least one."""
     path = Path(path)
-    if not path.is_file():
-        where = "" if path.is_absolute() else f" in {Path.cwd()}"
-        raise PlainInputError(f"{path}: no such file{where}")
+    problem = not_a_file(path)
+    if problem:
+        raise PlainInputError(problem)
     text = _decode(path)
     raw = _jsonl(path, text) if path.suffix.lower() == ".jsonl" else _csv(path, text, table)
     rows: list[Row] = []
@@ -81,6 +83,18 @@ def read_rows(path: str | Path, table: Table) -> list[Row]:
         log.warning("%s: columns %s are not read (known: %s)", path, printable(str(sorted(unknown)), limit=300),
                     ", ".join(table.required + table.optional))
     return rows
+
+
+def not_a_file(path: Path) -> str | None:
+    """Why `path` cannot be read as an input file (missing, a folder, a FIFO or device), saying what to name; None
+    for a regular file."""
+    if path.is_file():
+        return None
+    if path.is_dir():
+        return f"{path}: a folder, not a file; name the file itself"
+    if path.exists():  # a FIFO would block the read forever, a device never ends
+        return f"{path}: not a regular file (a FIFO, socket or device); name a file saved on disk"
+    return f"{path}: no such file{'' if path.is_absolute() else f' in {Path.cwd()}'}"
 
 
 def read_folder(folder: str | Path, table: Table, column: str, suffix: str = ".txt") -> list[Row]:
@@ -139,10 +153,18 @@ def _csv(path: Path, text: str, table: Table) -> list[tuple[int, dict[str, Any]]
         # row that swallows the rest of the file
         columns = [c.strip() for c in reader.fieldnames or []]
         reader.fieldnames = columns
+        twice = sorted({c for c in columns if c and columns.count(c) > 1})
+        if twice:  # DictReader keeps the last of two cells of one name: the other would be dropped in silence
+            raise PlainInputError(f"{path}, row 1 (the header): column {printable(twice[0], limit=60)!r} appears "
+                                  f"{columns.count(twice[0])} times; name each column once")
         missing = [c for c in table.required if c not in columns]
         if missing:
+            other = next((name for sep, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "bars"))
+                          if len(columns) == 1 and sep in columns[0]), None)
+            hint = f"; its header is separated by {other}: save it with commas (a .csv is read comma-separated)" \
+                if other else ""
             raise PlainInputError(f"{path}, row 1 (the header): no column {', '.join(map(repr, missing))}; found "
-                                  f"{printable(str(columns), limit=300)} (needs {', '.join(table.required)})")
+                                  f"{printable(str(columns), limit=300)} (needs {', '.join(table.required)}){hint}")
         out = []
         for n, record in enumerate(reader, 2):
             if None in record:
@@ -155,6 +177,11 @@ def _csv(path: Path, text: str, table: Table) -> list[tuple[int, dict[str, Any]]
             out.append((n, record))
         return out
     except csv.Error as exc:  # e.g. a cell over cell_limit characters
+        if "field larger than field limit" in str(exc):  # the csv module names neither the column nor the knob
+            most, knob = max(table.max_chars.values(), default=(cell_limit // 2, "the column limit"))
+            raise PlainInputError(f"{path}, row {n + 1}: a cell over {cell_limit:,} characters, more than any column "
+                                  f"may hold (the largest limit is {knob}={most}); shorten it, or raise {knob} if "
+                                  "that column needs more") from None
         raise PlainInputError(f"{path}, row {n + 1}: malformed CSV ({exc})") from None
     finally:
         csv.field_size_limit(before)
@@ -193,6 +220,9 @@ def _text(value: Any, where: str, name: str) -> str | None:
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, int | float) and not isinstance(value, bool):
+        if not math.isfinite(value):  # JSON's NaN and Infinity, which Python reads: an id 'nan' is no one's
+            raise PlainInputError(f"{where}: field {name!r} is {value!r}, not text or a number; write it as a "
+                                  "string or a finite number")
         return str(value)
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return "\n".join(value)
@@ -207,3 +237,19 @@ def limit(settings: Mapping[str, Any], name: str, knob: str) -> tuple[int, str]:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"{knob} must be a positive integer, not {value!r}")
     return value, knob
+
+
+def split_mode(settings: Mapping[str, Any], knob: str) -> str:
+    """`settings["split"]`: how a note becomes sentences (`common/note_text.split_note`); else one config error."""
+    value = settings.get("split", SPLITS[0])
+    if value not in SPLITS:
+        raise ConfigError(f"{knob} must be one of {', '.join(SPLITS)} (lines: each line one sentence, as given), "
+                          f"not {value!r}")
+    return str(value)
+
+
+def plain_fingerprint(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """What of `data.plain` changes the numbered sentences, for a run's fingerprint; the default split is left out so
+    a folder fingerprinted before the knob existed still resumes."""
+    split = settings.get("split", SPLITS[0])
+    return {"max_sentence_chars": settings.get("max_sentence_chars"), **({"split": split} if split != SPLITS[0] else {})}

@@ -17,6 +17,7 @@ from typing import Any
 
 from common import json_input
 from common.errors import ClinprogError
+from common.logs import printable
 
 log = logging.getLogger(__name__)
 
@@ -26,9 +27,13 @@ class PredictionLogError(ClinprogError):
 
 
 class PredictionLog:
-    def __init__(self, path: str | Path, key: Callable[[dict[str, Any]], str]) -> None:
+    def __init__(self, path: str | Path, key: Callable[[dict[str, Any]], str],
+                 check: Callable[[dict[str, Any]], str | None] | None = None) -> None:
+        """`check`: why a record cannot make the outputs (the contract's `record_problem`), or None: every record
+        read is checked once here, so a hand-edited line is one error before any output is written."""
         self.path = Path(path)
         self.key = key
+        self.check = check
         self._lock = threading.Lock()
 
     def read(self) -> dict[str, dict[str, Any]]:
@@ -66,9 +71,15 @@ class PredictionLog:
 
     def _add(self, records: dict[str, dict[str, Any]], record: dict[str, Any], n: int) -> None:
         try:
-            records[str(self.key(record))] = record
+            rid = str(self.key(record))
         except (KeyError, TypeError):
             raise PredictionLogError(f"{self.path}:{n}: record without its id field") from None
+        problem = self.check(record) if self.check else None
+        if problem:
+            raise PredictionLogError(f"{self.path}:{n}: the record of {printable(rid, limit=80)!r} cannot make the "
+                                     f"outputs ({problem}); fix that line, or delete it and rerun the run's command "
+                                     "to run that case again")
+        records[rid] = record
 
     def _set_aside(self, tail: bytes, keep: int) -> None:
         aside = self.path.with_name(self.path.name + ".torn")

@@ -51,6 +51,28 @@ class Resources:
         return func(*obj.args, **keywords)
 
 
+def instantiate_node(node: Any, where: str) -> Any:
+    """`hydra.utils.instantiate` of a config node the program cannot do without (`program.module`): a node removed
+    (`~program.module`, `program.module=null`) or whose `_target_` Hydra refuses to import or call
+    (`program.module._target_=os.system`, which its blocklist stops) is one line saying how to get it back; a
+    builder's own failure propagates as it is (a ClinprogError is one line by itself, a bug keeps its traceback)."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    restore = f"drop the override of {where} (each program=<name> sets its own)"
+    target = node.get("_target_") if hasattr(node, "get") else None
+    if not target:
+        raise ConfigError(f"{where} is {'missing' if node is None else 'not a config with a _target_'}: it names the "
+                          f"program's dspy.Module; {restore}")
+    try:
+        return instantiate(node, _convert_="all")
+    except InstantiationException as exc:
+        if exc.__cause__ is not None and not isinstance(exc.__cause__, ImportError):
+            raise  # the builder ran and failed: its own error (through_instantiate makes a ClinprogError one line)
+        said = " ".join(str(exc).split("full_key:")[0].split()).split(", set env var HYDRA_FULL_ERROR")[0].rstrip(".")
+        raise ConfigError(f"{where}._target_={target}: {said}; {restore}") from None
+
+
 def _parameters(func: Any) -> dict[str, inspect.Parameter]:
     target = func.__init__ if inspect.isclass(func) else func
     params = dict(inspect.signature(target).parameters)

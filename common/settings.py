@@ -10,6 +10,7 @@ never the raw config.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -46,6 +47,23 @@ class ServeSettings(BaseModel):
     max_body_readers: int = _int(1, default=32)
     read_timeout_s: float = _seconds(default=10.0)
     keep_alive_s: float = _seconds(default=5.0)
+
+    def token(self) -> str | None:
+        """The bearer token the server requires (the variable `token_env` names), None when that is unset: the one
+        token rule for the server and its page. An empty or blank value is refused, never read as "no token": it
+        once turned the token and the Host guard both off. Whitespace around a token is refused too (no
+        Authorization header carries it, so every request would get 401)."""
+        value = os.environ.get(self.token_env) if self.token_env else None
+        if value is None:
+            return None
+        if not value.strip():
+            raise ConfigError(f"{self.token_env} is set but {'empty' if not value else 'blank'}: set it to a token "
+                              "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))'), or unset it "
+                              f"(unset {self.token_env}) to serve without one on a loopback address")
+        if value != value.strip():
+            raise ConfigError(f"{self.token_env} has whitespace around the token, which no Authorization header "
+                              "carries: set it without the spaces or newline")
+        return value
 
 
 class LocalSettings(BaseModel):

@@ -40,6 +40,15 @@ def task_function(cfg: DictConfig) -> Callable[[DictConfig], float | None]:
         raise ClinprogError(f"task._target_={path}: not a function clinprog can import ({import_failure(exc)})") from None
 
 
+def interrupted_line(cfg: DictConfig | None) -> str:
+    """What Ctrl-C outside the case loop says: what stopped, and that what was saved before is as it was."""
+    node = cfg.get("task") if cfg is not None else None
+    target = str(node.get("_target_") or "") if hasattr(node, "get") else ""
+    task = target.rsplit(".", 1)[-1].removesuffix("_task") or "the command"
+    return (f"interrupted: task={task} stopped before it finished; what earlier commands saved is unchanged (a "
+            "compile's state file is written only at its end); rerun the same command")
+
+
 def dispatch(cfg: DictConfig) -> float | None:
     """Run the chosen task; a `ClinprogError` becomes one `error:` line on stderr (and in the run folder), exit code 2."""
     from common.logs import quiet_third_party
@@ -56,6 +65,15 @@ def dispatch(cfg: DictConfig) -> float | None:
 
         with through_instantiate(), tracked(cfg, output_dir()):  # a builder's ConfigError: one line, not Hydra's
             return task(cfg)
+    except KeyboardInterrupt:
+        # Ctrl-C outside a run's case loop (which says what it saved): loading, compiling, writing outputs. One line,
+        # as in the loop, never a traceback; a run folder left with nothing of its own is removed.
+        from common.outputs import record_failure
+
+        line = interrupted_line(cfg)
+        print(line, file=sys.stderr)
+        record_failure(line)
+        raise SystemExit(130) from None
     except (ClinprogError, InterpolationResolutionError) as caught:
         from common.logs import error_text
 

@@ -23,11 +23,13 @@ def report(cfg: DictConfig) -> None:
     saved = OmegaConf.create(json.loads(config_path.read_text(encoding="utf-8")))
     contract = contract_for(saved)
     inputs = contract.load(saved)
-    done = PredictionLog(run / "predictions.jsonl", contract.record_id).read()
+    # every record checked as it is read (contract.record_problem): a hand-edited line is one error, nothing written
+    done = PredictionLog(run / "predictions.jsonl", contract.record_id, contract.record_problem).read()
     records = [done[contract.item_id(i)] for i in inputs.items if contract.item_id(i) in done]
     usage = json.loads((run / "usage.json").read_text()) if (run / "usage.json").is_file() else contract.usage(records)
     scores = json.loads((run / "scores.json").read_text()) if (run / "scores.json").is_file() else None
-    write_text(run / "report.md", contract.report(saved, usage, scores))
-    write_text(run / "report.html", contract.report_html(saved, inputs, records, usage, scores))
+    markdown, html = contract.report(saved, usage, scores), contract.report_html(saved, inputs, records, usage, scores)
     contract.write_readable(saved, inputs, records, run)
+    write_text(run / "report.md", markdown)
+    write_text(run / "report.html", html)
     print(f"report: {run / 'report.html'} ({len(records)} {contract.unit}s)")

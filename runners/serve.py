@@ -94,6 +94,7 @@ def build_app(cfg: DictConfig, overrides: list[str] | None = None) -> tuple[Any,
     from serving.app import create_app
 
     settings = serve_settings(cfg)  # serve.* checked before anything loads
+    settings.token()  # and the token: an empty CLINPROG_SERVE_TOKEN is one line, never an open server
     contract = contract_for(cfg)
     contract.serve_schemas()  # a program that cannot be served says so before anything loads
     roles = choose_lm_or_no_lm(cfg, contract)

@@ -24,7 +24,8 @@
 - Connection-level warnings and errors (accept() out of file descriptors, invalid HTTP, the connection cap) are
   logged once per kind without a traceback, then as a count at 10, 100, 1000, ... times; `/health` has the counts
   (`connection_errors`).
-- A bearer token is required when the environment variable `serve.token_env` names is set. Bodies are not logged
+- A bearer token is required when the environment variable `serve.token_env` names is set (empty or blank: refused at
+  start, common/settings.py). Bodies are not logged
   unless `serve.log_bodies=true`; ids in log lines have their control characters escaped; query-string values
   (a token sent as `?token=...`) are redacted from the access log.
 """
@@ -34,7 +35,6 @@ import asyncio
 import hmac
 import json
 import logging
-import os
 import threading
 import time
 from collections import Counter
@@ -432,7 +432,7 @@ def create_app(cfg: DictConfig, contract: ProgramContract, program: dspy.Module,
     request_model, response_model = contract.serve_schemas()
     s = serve_settings(cfg)
     gate = Gate(s.max_concurrency, s.max_queue)
-    token = os.environ.get(s.token_env) if s.token_env else None
+    token = s.token()  # the one token rule (common/settings.py): empty or blank is refused
     lm_name = ((cfg.get("lm") or {}).get("client") or {}).get("model", "none")
     readers = Readers(s.max_body_readers)
     counter = install_log_filters()
@@ -453,6 +453,11 @@ def create_app(cfg: DictConfig, contract: ProgramContract, program: dspy.Module,
         if first.get("type") == "json_invalid":
             return error(422, f"malformed JSON at character {first['loc'][-1]}: {first.get('ctx', {}).get('error', '')}")
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "body"
+        kind = request.headers.get("content-type") or "none"
+        if where == "body" and first.get("type") in ("dict_type", "model_attributes_type") and "json" not in kind:
+            # FastAPI reads a body as JSON only when it is labelled so: say that, not "a valid dictionary"
+            return error(422, f"body: send a JSON object with Content-Type: application/json (this request's "
+                              f"Content-Type: {printable(kind, limit=80)})")
         return error(422, f"{where}: {str(first.get('msg')).removeprefix('Value error, ')}")
 
     @app.exception_handler(StarletteHTTPException)

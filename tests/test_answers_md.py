@@ -100,3 +100,28 @@ def test_mediqa_contract_reads_plain_notes_and_writes_them_back_numbered(tmp_pat
 
 def test_md_keeps_text_one_line_and_literal():
     assert md("a\n\n# b_c") == "a \\# b\\_c"
+
+
+# --- bidi controls in echoed text (issue 69) ---------------------------------------------------------------------------
+def test_a_right_to_left_override_in_a_note_sentence_is_isolated_on_its_own_line():
+    """A U+202E in a note sentence reversed the rest of the rendered line, verdict included (`detroppus —`)."""
+    note = (NoteSentence("1", "Seen \u202eby the team."), NoteSentence("2", "x\u2069\u202e closer first."))
+    case = Case("c1", "Why?", (), None, None, note)
+    record = generated(answer_sentences=[{"id": "1", "text": "He was seen \u202eby the team."}],
+                       alignment=[{"answer_id": "1", "evidence_id": ["1", "2"]}],
+                       grounding=[{"answer_id": "1", "verdict": "supported"}])
+    text = archehr_answers("archehr", "notes.jsonl", [case], [record], {}, "similarity")
+    assert "1. \u2068He was seen \u202eby the team.\u202c\u2069 — *supported*" in text
+    assert "   > - [1] \u2068Seen \u202eby the team.\u202c\u2069\n" in text
+    # a closer without its opener is dropped: it would end the isolate early and free the override after it
+    assert "   > - [2] \u2068x\u202e closer first.\u202c\u2069\n" in text
+    assert md("plain text") == "plain text"  # text without bidi controls is written as it was
+
+
+def test_a_bidi_control_after_the_full_stop_gives_no_double_period():
+    from programs.archehr.answer.extractive import ExtractiveAnswer
+
+    answer = ExtractiveAnswer(max_words=75, soft_cut_ratio=0.6, choose="note_order")
+    said = answer(clinician_question="Why?", evidence=[NoteSentence("1", "Treated for pneumonia.\u202c")],
+                  note_excerpt="").answer
+    assert said == "Treated for pneumonia.\u202c"

@@ -57,3 +57,32 @@ def test_hydra_full_error_set_by_the_user_still_gives_hydras_own_error(tmp_path)
 def test_a_target_that_cannot_be_imported_is_one_line(override, line, tmp_path):
     proc = run_main("program=archehr", "data.limit=1", override, f"hydra.run.dir={tmp_path / 'run'}", quiet=True)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [line], proc.stderr
+
+
+@pytest.mark.parametrize(("override", "line"), [
+    ("~program.module", "error: program.module is missing: it names the program's dspy.Module; drop the override of "
+                        "program.module (each program=<name> sets its own)"),
+    ("program.module=null", "error: program.module is missing: it names the program's dspy.Module; drop the override "
+                            "of program.module (each program=<name> sets its own)"),
+    ("program.module._target_=os.system", "error: program.module._target_=os.system: Target 'os.system' is "
+                                          "blocklisted because it allows config data to control executable behavior "
+                                          "or belongs to an execution-capable target family. It cannot be authorized "
+                                          "with HYDRA_INSTANTIATE_ALLOWLIST_OVERRIDE; drop the override of "
+                                          "program.module (each program=<name> sets its own)"),
+])
+@pytest.mark.parametrize("program", ["archehr", "mediqa_corr"])
+def test_the_program_module_removed_or_blocked_is_one_line(override, line, program, tmp_path):
+    """Each was a traceback (issue 69): Key 'module' is not in struct, 'NoneType' has no named_predictors, Hydra's
+    blocklist."""
+    extra = ["program.search.enabled=false", "lm=embedded"] if program == "mediqa_corr" else []
+    proc = run_main(f"program={program}", *extra, "data.limit=1", override, f"hydra.run.dir={tmp_path / 'run'}",
+                    quiet=True)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [line], proc.stderr[-2000:]
+
+
+def test_a_builders_knob_is_named_from_the_root_of_the_config(tmp_path):
+    """`program.embedder.threads=0` was refused as `embedder.threads`, a key the user cannot type."""
+    proc = run_main("program=archehr", "program.embedder.threads=0", "data.limit=1", f"hydra.run.dir={tmp_path}",
+                    quiet=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "error: program.embedder.threads must be auto or an integer from 1 to 256, not '0'"

@@ -64,7 +64,7 @@ def test_a_case_file_cannot_carry_a_surrogate_and_says_so_in_one_line(tmp_path, 
 def test_a_builder_config_error_inside_instantiate_is_one_line(tmp_path, value):
     run = run_main("program=archehr", f"program.embedder.threads={value}", "data.limit=1",
                    f"hydra.run.dir={tmp_path}", quiet=True)
-    assert one_error_line(run) == f"error: embedder.threads must be auto or an integer from 1 to 256, not '{value}'"
+    assert one_error_line(run) == f"error: program.embedder.threads must be auto or an integer from 1 to 256, not '{value}'"
     assert "InstantiationException" not in run.stdout + run.stderr
 
 

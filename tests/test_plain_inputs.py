@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from common.errors import ConfigError
 from common.note_text import cut_long, numbered_note, split_note
 from common.plain_rows import PlainInputError, Table, read_folder, read_rows
 from tasks.archehr.case_xml import cases_xml
-from tasks.archehr.data import load_cases
+from tasks.archehr.data import ArchEHRDataError, load_cases
 from tasks.archehr.plain_cases import load_plain_cases
 from tasks.mediqa_corr.data import load_notes
 from tasks.mediqa_corr.notes_csv import notes_csv
@@ -212,7 +213,8 @@ def test_bad_txt_notes_name_the_file(tmp_path):
         load_plain_notes(folder, LIMITS)
     (folder / "n1.txt").write_text("Fine.", encoding="utf-8")
     (folder / "n 2.txt").write_text("Fine.", encoding="utf-8")
-    with pytest.raises(PlainInputError, match=r"n 2.txt \(id 'n 2'\): the id has a space"):
+    with pytest.raises(PlainInputError, match=r"n 2.txt \(id 'n 2'\): the id 'n 2' is outside the official scorer's "
+                                              r"pattern \[a-z0-9-\]\+.*\(e.g. 'n-2'\)"):
         load_plain_notes(folder, LIMITS)
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -225,3 +227,110 @@ def test_rows_report_unknown_columns_once_and_keep_the_known_ones(tmp_path, capl
                      Table(required=("id", "note")))
     assert [r.values for r in rows] == [{"id": "1", "note": "x"}, {"id": "2", "note": "y"}]
     assert caplog.text.count("columns ['mrn'] are not read") == 1
+
+
+# --- a note as a hospital writes it: numbered list lines, a note already split (issue 69) ------------------------------
+MEDS = ("Discharge Medications:\n1. Aspirin 81 mg PO DAILY\n2. Nimodipine 60 mg PO q4h x 5 more days\n"
+        "10. Docusate Sodium 100 mg PO BID. Hold for loose stools.")
+
+
+def test_a_numbered_list_line_keeps_its_number_and_the_later_ids_do_not_shift(tmp_path):
+    """`1. Aspirin 81 mg PO DAILY` was two sentences, `1.` and `Aspirin 81 mg PO DAILY`: every later id shifted."""
+    [case] = load_plain_cases(jsonl(tmp_path, {**ROW, "note": MEDS}), LIMITS).cases
+    assert [s.text for s in case.sentences] == ["Discharge Medications:", "1. Aspirin 81 mg PO DAILY",
+                                                "2. Nimodipine 60 mg PO q4h x 5 more days",
+                                                "10. Docusate Sodium 100 mg PO BID.", "Hold for loose stools."]
+    assert split_note("Plan reviewed. 2. Statin at night.") == ["Plan reviewed.", "2. Statin at night."]
+    assert split_note("He took 2. Then he slept.") == ["He took 2.", "Then he slept."]  # a number ending a sentence
+
+
+def test_data_plain_split_lines_takes_each_line_as_one_sentence_as_given(tmp_path):
+    note = "Seen today. No fever.\n  1. Aspirin 81 mg  \n\nA. Plan: home."
+    [case] = load_plain_cases(jsonl(tmp_path, {**ROW, "note": note, "answer": "One. Two."}),
+                              {**LIMITS, "split": "lines"}).cases
+    assert [s.text for s in case.sentences] == ["Seen today. No fever.", "1. Aspirin 81 mg", "A. Plan: home."]
+    assert [a.text for a in case.answer_sentences] == ["One. Two."]
+    [note_0] = load_plain_notes(jsonl(tmp_path, {"id": "n1", "note": note}, name="n.jsonl"),
+                                {**LIMITS, "split": "lines"}).notes
+    assert note_0.sentence_ids == ["0", "1", "2"]
+    with pytest.raises(ConfigError, match=r"data.plain.split must be one of sentences, lines .*not 'words'"):
+        load_plain_cases(jsonl(tmp_path, ROW), {**LIMITS, "split": "words"})
+
+
+def test_a_bidi_control_after_a_full_stop_still_ends_the_sentence():
+    assert split_note("Treated for pneumonia.\u202c He improved.") == ["Treated for pneumonia.\u202c", "He improved."]
+
+
+# --- MEDIQA-CORR: one id rule for runs and requests (issue 69) ----------------------------------------------------------
+@pytest.mark.parametrize(("rid", "suggested"), [("Note_1", "note-1"), ("A", "a"), ("Patient_01", "patient-01")])
+def test_a_mediqa_id_the_official_scorer_skips_is_refused_before_any_model(tmp_path, rid, suggested):
+    """Such ids ran, then `write_submission` crashed with a traceback and no submission.txt."""
+    with pytest.raises(PlainInputError) as err:
+        load_plain_notes(jsonl(tmp_path, {"id": "ok-1", "note": NOTE}, {"id": rid, "note": NOTE}), LIMITS)
+    assert str(err.value) == (f"{tmp_path / 'notes.jsonl'}, line 2 (id {rid!r}): the id {rid!r} is outside the official "
+                              "scorer's pattern [a-z0-9-]+, so no submission.txt line can hold it; use lowercase "
+                              f"letters, digits and '-' only (e.g. {suggested!r})")
+
+
+def test_the_api_applies_the_same_id_rule():
+    from pydantic import ValidationError
+
+    from programs.mediqa_corr.serve_schemas import MediqaRequest
+
+    with pytest.raises(ValidationError, match=r"text_id: the id 'Note_1 x' is outside the official scorer's pattern"):
+        MediqaRequest(text_id="Note_1 x", note="Stable.")
+    assert MediqaRequest(text_id="note-1", note="Stable.").text_id == "note-1"
+
+
+# --- bad input accepted in silence, error lines that say what to do (issue 69) -----------------------------------------
+def test_a_csv_header_naming_a_column_twice_is_refused(tmp_path):
+    path = csv_file(tmp_path, ["id", "id", "message", "note"], ["a1", "a2", "Why?", NOTE])
+    with pytest.raises(PlainInputError, match=r"row 1 \(the header\): column 'id' appears 2 times; name each column "
+                                              r"once"):
+        load_plain_cases(path, LIMITS)
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
+def test_a_jsonl_nan_or_infinity_id_is_refused(tmp_path, value):
+    path = jsonl(tmp_path, f'{{"id": {value}, "message": "Why?", "note": "Stable."}}')
+    with pytest.raises(PlainInputError, match=r"line 1: field 'id' is -?(nan|inf), not text or a number; write it as a "
+                                              r"string"):
+        load_plain_cases(path, LIMITS)
+
+
+def test_a_folder_or_a_fifo_named_like_a_table_is_named_as_such(tmp_path):
+    folder = tmp_path / "x.jsonl"
+    folder.mkdir()
+    with pytest.raises(PlainInputError, match=r"x.jsonl: a folder, not a file; name the file itself"):
+        load_plain_cases(folder, LIMITS)
+    fifo = tmp_path / "f.csv"
+    os.mkfifo(fifo)
+    with pytest.raises(PlainInputError, match=r"f.csv: not a regular file \(a FIFO, socket or device\)"):
+        load_plain_cases(fifo, LIMITS)
+    with pytest.raises(ArchEHRDataError, match=r"f.csv: not a regular file"):
+        load_cases(fifo)
+
+
+def test_a_csv_cell_over_the_readers_limit_names_the_knob(tmp_path):
+    path = csv_file(tmp_path, ["id", "message", "note"], ["a1", "Why?", "x" * 450_000])
+    with pytest.raises(PlainInputError, match=r"row 2: a cell over 400,000 characters, .*the largest limit is "
+                                              r"data.plain.max_note_chars=200000\); shorten it, or raise "
+                                              r"data.plain.max_note_chars"):
+        load_plain_cases(path, {**LIMITS, "max_note_chars": 200000})
+
+
+@pytest.mark.parametrize(("sep", "name"), [(";", "semicolons"), ("\t", "tabs")])
+def test_a_csv_with_another_separator_says_so(tmp_path, sep, name):
+    path = tmp_path / "notes.csv"
+    path.write_text(f"id{sep}message{sep}note\na1{sep}Why?{sep}Stable.\n", encoding="utf-8")
+    with pytest.raises(PlainInputError, match=f"its header is separated by {name}: save it with commas"):
+        load_plain_cases(path, LIMITS)
+
+
+@pytest.mark.parametrize("suffix", [".json", ".tsv", ".txt"])
+def test_cases_of_another_suffix_say_which_files_are_read(tmp_path, suffix):
+    path = tmp_path / f"cases{suffix}"
+    path.write_text(json.dumps(ROW), encoding="utf-8")
+    with pytest.raises(ArchEHRDataError, match=f"malformed XML .*; a {suffix} file is read as XML: cases are .xml, or "
+                                               "plain rows .jsonl or .csv"):
+        load_cases(path)

@@ -39,3 +39,27 @@ def test_word_limits_in_instructions_come_from_the_config_that_enforces_them(dum
     dummy_lm([{"clinician_question": "one two three four five six seven eight nine ten"}])
     out = program.question(patient_narrative="Why?")
     assert out.clinician_question == "one two three four five six seven"
+
+
+def test_a_save_killed_or_stopped_midway_leaves_no_temporary_file_beside_save_to(tmp_path, dummy_lm):
+    """kill -9 during a compile's save left `.heads.json.tmp.json` beside save_to (issue 69)."""
+    from common.program_state import save_compiled
+
+    program = build_program("archehr", role_lms={"question": dspy.utils.DummyLM([])})
+    path = tmp_path / "heads.json"
+    stale = [tmp_path / ".heads.json.tmp.json", tmp_path / ".heads.json.tmp.json.meta.json"]
+    for left in stale:  # what a killed save leaves
+        left.write_text("{")
+    save_compiled(program, path, {})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["heads.json", "heads.json.meta.json"]
+    saved = path.read_bytes()
+
+    def stopped(where: str) -> None:  # Ctrl-C after the state's temporary copy is written
+        open(where, "w").write("{")
+        raise KeyboardInterrupt
+
+    program.save = stopped
+    with pytest.raises(KeyboardInterrupt):
+        save_compiled(program, path, {})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["heads.json", "heads.json.meta.json"]
+    assert path.read_bytes() == saved

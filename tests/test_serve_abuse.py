@@ -406,6 +406,20 @@ def test_the_bearer_scheme_is_case_insensitive(live, monkeypatch):
         assert server.post({"id": "a"}, headers={"Authorization": header}).status_code == 401, header
 
 
+def test_an_empty_token_never_opens_the_server(monkeypatch):
+    """An empty token once meant no Authorization and no Host guard (`Host: evil.example` -> 200)."""
+    monkeypatch.setenv("CLINPROG_TEST_SERVE_TOKEN", "")
+    with pytest.raises(ConfigError, match="CLINPROG_TEST_SERVE_TOKEN is set but empty"):
+        Live(token_env="CLINPROG_TEST_SERVE_TOKEN")
+
+
+def test_a_body_that_is_not_labelled_json_says_json_is_expected(live):
+    server = live()
+    r = server.post(content=b'{"id": "a"}', headers={"Content-Type": "text/plain"})
+    assert r.status_code == 422 and r.json() == {"error": "body: send a JSON object with Content-Type: "
+                                                          "application/json (this request's Content-Type: text/plain)"}
+
+
 def test_sixty_small_requests_at_once_are_all_answered(live):
     """Each request took a body-reader slot while its body was on its way, so 60 small requests at once got 28 x 503
     'requests are still sending their bodies' with no slow client; only a body still arriving after a moment counts."""

@@ -45,3 +45,25 @@ def test_a_section_that_is_not_a_mapping_or_holds_an_unknown_key_is_refused():
         settings(OmegaConf.create({"serve": 5}), "serve")
     with pytest.raises(ConfigError, match=r"^serve.max_conections is not a setting of serve: choose from \["):
         settings(OmegaConf.create({"serve": {"max_conections": 5}}), "serve")
+
+
+@pytest.mark.parametrize(("value", "says"), [("", "empty"), ("  \t", "blank")])
+def test_an_empty_or_blank_serve_token_is_refused_at_start_in_one_line(tmp_path, value, says):
+    """CLINPROG_SERVE_TOKEN="" turned the token and the Host guard both off; a blank one answered 401 to everything."""
+    proc = run_main("task=serve", f"hydra.run.dir={tmp_path / 'run'}", env={"CLINPROG_SERVE_TOKEN": value})
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip() == (f"error: CLINPROG_SERVE_TOKEN is set but {says}: set it to a token (e.g. python -c "
+                                   "'import secrets; print(secrets.token_urlsafe(32))'), or unset it (unset "
+                                   "CLINPROG_SERVE_TOKEN) to serve without one on a loopback address")
+
+
+def test_the_token_rule_reads_the_variable_once_for_server_and_page(monkeypatch):
+    from common.settings import ServeSettings
+
+    monkeypatch.delenv("CLINPROG_SERVE_TOKEN", raising=False)
+    assert ServeSettings().token() is None and ServeSettings(token_env=None).token() is None
+    monkeypatch.setenv("CLINPROG_SERVE_TOKEN", "t0k3n")
+    assert ServeSettings().token() == "t0k3n"
+    monkeypatch.setenv("CLINPROG_SERVE_TOKEN", " t0k3n\n")
+    with pytest.raises(ConfigError, match="whitespace around the token"):
+        ServeSettings().token()

@@ -104,7 +104,7 @@ def test_a_cache_setting_that_is_not_true_or_false_is_one_line(tmp_path):
     proc = run_main("program=archehr", "data.limit=1", "program.embedder.cache=maybe", f"hydra.run.dir={tmp_path}",
                     quiet=True)
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == ["error: embedder.cache must be true or false, not 'maybe'"]
+    assert proc.stderr.strip().splitlines() == ["error: program.embedder.cache must be true or false, not 'maybe'"]
 
 
 def test_the_program_keeps_its_vectors_and_a_rerun_loads_no_model(tmp_path, monkeypatch):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 import time
 from pathlib import Path
@@ -18,13 +20,13 @@ from common.coverage import coverage, foreign
 from common.errors import ClinprogError, ConfigError
 from common.note_text import split_note
 from common.outputs import write_text
-from common.plain_rows import is_plain
-from common.resources import Resources
+from common.plain_rows import is_plain, plain_fingerprint
+from common.resources import Resources, instantiate_node
 from common.usage import repairs_summary
 from programs.archehr import objectives as objectives_module
 from programs.archehr.fitted_on import caveat
 from programs.archehr.pipeline import ROLES
-from programs.archehr.record import ArchEHRRecord, record_of
+from programs.archehr.record import ArchEHRRecord, record_of, record_problem
 from programs.archehr.report import print_scores, report_markdown, usage_summary
 from programs.archehr.stages import STAGE_PROTOCOLS, missing_members, uses_lm
 from tasks.archehr.case_xml import cases_xml
@@ -34,6 +36,7 @@ from tasks.archehr.data import (
     NoteSentence,
     cases_from_xml,
     check_key,
+    decode_xml,
     load_cases,
     load_key,
     load_question_pairs,
@@ -134,19 +137,15 @@ class ArchEHRContract(ProgramContract[Case]):
     record_fields = ("case_id", "clinician_question", "evidence_ids", "answer", "alignment")
 
     def record_problem(self, record: dict[str, Any]) -> str | None:
-        problem = super().record_problem(record)
-        if problem or record["answer"] is None:
-            return problem
-        kinds = {"answer": str, "evidence_ids": list, "alignment": list}
-        wrong = [f"{name} is not a {'string' if kind is str else 'list'}" for name, kind in kinds.items()
-                 if not isinstance(record[name], kind)]
-        return ", ".join(wrong) or None
+        # the fields' shapes too (programs/archehr/record.py): every reader of predictions.jsonl checks them once
+        return super().record_problem(record) or record_problem(record)
 
     def fingerprint_extra(self, cfg: DictConfig) -> dict[str, Any]:
-        """Plain rows: how long a sentence may be before it is cut changes the numbered sentences (not the file)."""
+        """Plain rows: how long a sentence may be before it is cut, and how notes split, change the numbered
+        sentences (not the file)."""
         if not is_plain(cfg.data.cases):
             return {}
-        return {"plain": {"max_sentence_chars": (cfg.data.get("plain") or {}).get("max_sentence_chars")}}
+        return {"plain": plain_fingerprint(cfg.data.get("plain") or {})}
 
     # --- the program --------------------------------------------------------------------------------------------
     def stage_nodes(self, cfg: DictConfig) -> dict[str, DictConfig]:
@@ -203,8 +202,8 @@ class ArchEHRContract(ProgramContract[Case]):
             answer = stages["answer"]  # a dropped sentence re-applies the answer stage's own soft cut
             grounding = shared.complete(instantiate(p.grounding, _convert_="all"), "program.grounding",
                                         max_words=answer.max_words, soft_cut_ratio=answer.soft_cut_ratio)
-        program = shared.complete(instantiate(p.module, _convert_="all"), "program.module", no_lm_fallbacks=fallbacks,
-                                  grounding=grounding, **stages)
+        program = shared.complete(instantiate_node(p.get("module"), "program.module"), "program.module",
+                                  no_lm_fallbacks=fallbacks, grounding=grounding, **stages)
         if p.get("compiled"):
             from common.program_state import load_compiled
 
@@ -372,11 +371,12 @@ class ArchEHRContract(ProgramContract[Case]):
 
     def serve_item(self, request: BaseModel) -> Case:
         """One case: the official XML of one `<case>` in `xml`, or the narrative, question phrases and sentences."""
-        if request.xml is not None:
+        if request.xml is not None or request.xml_base64 is not None:
+            field = "xml" if request.xml is not None else "xml_base64"
             try:
-                cases = cases_from_xml(request.xml)
+                cases = cases_from_xml(request.xml if request.xml is not None else decode_xml(_base64(request.xml_base64)))
             except ClinprogError as exc:
-                raise ArchEHRDataError(f"xml: {exc}") from None
+                raise ArchEHRDataError(f"{field}: {exc}") from None
             if len(cases) != 1:
                 raise ArchEHRDataError(f"xml: one <case> per request, not {len(cases)}")
             return cases[0]
@@ -398,3 +398,10 @@ class ArchEHRContract(ProgramContract[Case]):
         keys = ("case_id", "clinician_question", "question_candidates", "evidence_ids", "scores", "selection", "answer",
                 "answer_sentences", "alignment", "grounding", "fallbacks", "usage")
         return {**{k: record.get(k) for k in keys}, "lm_failure": lm_failure, "seconds": seconds}
+
+
+def _base64(text: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except binascii.Error as exc:
+        raise ArchEHRDataError(f"not base64 ({exc}); send the file's bytes base64-encoded") from None

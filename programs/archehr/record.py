@@ -39,3 +39,56 @@ FIELDS: tuple[str, ...] = tuple(k for k in ArchEHRRecord.__annotations__ if k !=
 def record_of(pred: dspy.Prediction, seconds: float) -> ArchEHRRecord:
     """The record of one cascade prediction (every field present; `seconds` rounded to 0.1 ms)."""
     return ArchEHRRecord(**{k: pred.get(k) for k in FIELDS}, seconds=round(seconds, 4))  # type: ignore[typeddict-item]
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, str | int) and not isinstance(value, bool)
+
+
+def _objects(value: Any, name: str, fields: dict[str, str], optional: dict[str, str] | None = None) -> str | None:
+    """Why `value` is not a list of objects holding `fields` ({name: "id" | "text" | "ids" | "list"}; `optional`
+    ones may be absent), or None."""
+    if not isinstance(value, list):
+        return f"{name} is not a list"
+    check = {"id": _is_id, "text": lambda v: isinstance(v, str), "list": lambda v: isinstance(v, list),
+             "ids": lambda v: isinstance(v, list) and all(_is_id(i) for i in v)}
+    says = {"id": "an id", "text": "a string", "list": "a list", "ids": "a list of ids"}
+    for n, entry in enumerate(value, 1):
+        if not isinstance(entry, dict):
+            return f"{name} entry {n} is not an object"
+        for key, kind in {**fields, **(optional or {})}.items():
+            if key not in entry and key in (optional or {}):
+                continue
+            if key not in entry:
+                return f"{name} entry {n} lacks {key}"
+            if not check[kind](entry[key]):
+                return f"{name} entry {n}: {key} is not {says[kind]}"
+    return None
+
+
+def record_problem(record: dict[str, Any]) -> str | None:
+    """Why a saved record (a predictions.jsonl line, maybe edited by hand) cannot make the outputs every writer makes
+    from it (submissions, scores, answers.md, the reports), or None: checked once, where the records are read, so a
+    writer never meets a field of the wrong shape halfway through its files. Fields only the report shows (`seconds`,
+    a verdict's `text`) are not checked: report.html reads them as missing."""
+    if not isinstance(record["clinician_question"], str):
+        return "clinician_question is not a string"
+    if record["answer"] is None:
+        return None  # a case without a note: Subtask 1 only
+    wrong = [f"{name} is not a {'string' if kind is str else 'list'}"
+             for name, kind in {"answer": str, "evidence_ids": list, "alignment": list}.items()
+             if not isinstance(record[name], kind)]
+    if wrong:
+        return ", ".join(wrong)
+    checks = [
+        None if all(_is_id(i) for i in record["evidence_ids"]) else "evidence_ids holds something not an id",
+        _objects(record["alignment"], "alignment", {"answer_id": "id", "evidence_id": "ids"}),
+        None if record.get("alignment_source") is None or isinstance(record["alignment_source"], str)
+        else "alignment_source is not a string",
+        None if record.get("answer_sentences") is None else
+        _objects(record["answer_sentences"], "answer_sentences", {"id": "id", "text": "text"}),
+        None if record.get("grounding") is None else
+        _objects(record["grounding"], "grounding", {"verdict": "text"},
+                 {"answer_id": "id", "support_ids": "ids", "reasons": "list", "text": "text"}),
+    ]
+    return next((c for c in checks if c), None)

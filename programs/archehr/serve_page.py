@@ -14,7 +14,14 @@ SCRIPT = r"""
 // so), and "Clear the file" gives them back; the file never silently wins over text typed after it.
 async function programBody() {
   const file = $('xml').files[0];
-  if (file) return {xml: await file.text()};
+  // the file's bytes, not file.text(): that reads them as UTF-8 whatever the XML declares, and an ISO-8859-1
+  // case came back with U+FFFD; the server decodes them by the declaration, as data.cases reads a file
+  if (file) return {xml_base64: await new Promise((done, fail) => {
+    const reader = new FileReader();
+    reader.onload = () => done(String(reader.result).split(',', 2)[1] || '');
+    reader.onerror = () => fail(reader.error);
+    reader.readAsDataURL(file);
+  })};
   return {patient_narrative: $('message').value, note: $('note').value};
 }
 function syncSource() {

@@ -26,10 +26,15 @@ class ArchEHRRequest(BaseModel):
     note: str | None = Field(None, description="alternatively: the note as plain text, split into sentences numbered "
                                                "from 1 (one per line; a line of several split at sentence ends)")
     xml: str | None = Field(None, description="alternatively: `<annotations><case>...</case></annotations>`")
+    xml_base64: str | None = Field(None, description="alternatively: an XML file's bytes in base64 (what the page "
+                                                     "sends), decoded by its own encoding declaration as data.cases")
 
     @model_validator(mode="after")
     def one_form(self) -> ArchEHRRequest:
-        if self.xml is None and not (self.patient_narrative or "").strip():
+        if self.xml is not None and self.xml_base64 is not None:
+            raise ValueError("give the case as xml or as xml_base64, not both")
+        xml = self.xml if self.xml is not None else self.xml_base64
+        if xml is None and not (self.patient_narrative or "").strip():
             raise ValueError("give patient_narrative (with sentences or note) or xml")
         # one source per request (as note + sentences below): a case in `xml` beside fields of another case would
         # answer one of them and silently drop the other
@@ -39,7 +44,7 @@ class ArchEHRRequest(BaseModel):
                                            ("clinician_question", self.clinician_question is not None),
                                            ("sentences", bool(self.sentences)), ("note", self.note is not None))
                   if given]
-        if self.xml is not None and beside:
+        if xml is not None and beside:
             raise ValueError(f"give the case as xml or as fields, not both: xml holds the whole case, so "
                              f"{', '.join(beside)} would be ignored")
         if self.note is not None and self.sentences:

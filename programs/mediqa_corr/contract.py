@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import dspy
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from pydantic import BaseModel
 
@@ -15,13 +14,14 @@ from common.coverage import coverage, describe, foreign
 from common.errors import ClinprogError
 from common.note_text import split_note
 from common.outputs import write_text
+from common.plain_rows import plain_fingerprint
 from common.report_text import counts
-from common.resources import Resources
+from common.resources import Resources, instantiate_node
 from common.usage import repairs_summary
 from lms.describe import lm_model
 from programs.mediqa_corr import objectives as objectives_module
 from programs.mediqa_corr.pipeline import ROLES
-from tasks.mediqa_corr.data import MediqaDataError, Note, load_notes
+from tasks.mediqa_corr.data import MediqaDataError, Note, load_notes, text_id_problem
 from tasks.mediqa_corr.notes_csv import notes_csv
 from tasks.mediqa_corr.plain_notes import is_plain_notes, load_plain_notes
 from tasks.mediqa_corr.scoring import CorrMetricsConfig, score
@@ -100,7 +100,7 @@ class MediqaCorrContract(ProgramContract[Note]):
     def build(self, cfg: DictConfig, role_lms: dict[str, dspy.LM] | None, **resources: Any) -> dspy.Module:
         search = resources["search"] if "search" in resources else build_search(cfg)
         shared = Resources(role_lms=dict(role_lms or {}), search=search)
-        program = shared.complete(instantiate(cfg.program.module, _convert_="all"), "program.module")
+        program = shared.complete(instantiate_node(cfg.program.get("module"), "program.module"), "program.module")
         if cfg.program.get("compiled"):
             from common.program_state import load_compiled
 
@@ -108,8 +108,8 @@ class MediqaCorrContract(ProgramContract[Note]):
         return program
 
     def fingerprint_extra(self, cfg: DictConfig) -> dict[str, Any]:
-        # plain notes: how long a sentence may be before it is cut changes the numbered sentences (not the file)
-        plain = {"plain": {"max_sentence_chars": (cfg.data.get("plain") or {}).get("max_sentence_chars")}} \
+        # plain notes: how long a sentence may be before it is cut, and how notes split, change the numbered sentences
+        plain = {"plain": plain_fingerprint(cfg.data.get("plain") or {})} \
             if is_plain_notes(cfg.data.path) else {}
         if not cfg.program.search.enabled:
             return plain
@@ -118,6 +118,20 @@ class MediqaCorrContract(ProgramContract[Note]):
                               "reranker": OmegaConf.to_container(cfg.reranker, resolve=True)}}
 
     record_fields = ("text_id", "flag", "sentence_id", "corrected")   # what corrections() reads
+
+    def record_problem(self, record: dict[str, Any]) -> str | None:
+        """Also the kinds corrections() needs: a line the official scorer reads (an edited `"flag": "1"` would be
+        refused halfway through the outputs)."""
+        problem = super().record_problem(record)
+        if problem:
+            return problem
+        whole = {k: isinstance(record[k], int) and not isinstance(record[k], bool) for k in ("flag", "sentence_id")}
+        wrong = [*(["flag is not 0 or 1"] if not whole["flag"] or record["flag"] not in (0, 1) else []),
+                 *(["sentence_id is not an integer"] if not whole["sentence_id"] else []),
+                 *(["corrected is not a string"] if record["flag"] == 1 and not isinstance(record["corrected"], str)
+                   else []),
+                 *([f"text_id: {why}"] if (why := text_id_problem(str(record["text_id"]))) else [])]
+        return ", ".join(wrong) or None
 
     def predict(self, program: dspy.Module, item: Note) -> dict[str, Any]:
         pred = program(note=item)

@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
+from tasks.mediqa_corr.data import text_id_problem
+
 
 class SentenceIn(BaseModel):
     id: str = Field(min_length=1, description="the sentence id, an integer as in the official files")
@@ -14,7 +16,7 @@ class SentenceIn(BaseModel):
 
 
 class MediqaRequest(BaseModel):
-    text_id: str = "request"
+    text_id: str = Field("request", description="the note's id in the submission line: [a-z0-9-]+, as a run's")
     sentences: list[SentenceIn] = Field(default_factory=list, description="the note, one item a sentence; ids are "
                                                                           "integers")
     note: str | None = Field(None, description="alternatively: the note as plain text, split into sentences numbered "
@@ -22,6 +24,9 @@ class MediqaRequest(BaseModel):
 
     @model_validator(mode="after")
     def integer_ids(self) -> MediqaRequest:
+        problem = text_id_problem(self.text_id)  # the run's rule (tasks/mediqa_corr/data): one line a scorer reads
+        if problem:
+            raise ValueError(f"text_id: {problem}")
         if self.note is not None and self.sentences:
             raise ValueError("give the note as sentences or as note text, not both")
         if self.note is None and not self.sentences:

@@ -6,8 +6,10 @@ surrounded by newlines and indentation in the official files, so every text is s
 
 from __future__ import annotations
 
+import codecs
 import json
 import logging
+import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 from dataclasses import dataclass, field
@@ -117,6 +119,8 @@ def load_cases(path: str | Path) -> list[Case]:
     path = Path(path)
     if path.is_dir():
         raise ArchEHRDataError(f"{path}: a folder, not a cases file (name the XML file itself)")
+    if path.exists() and not path.is_file():
+        raise ArchEHRDataError(f"{path}: not a regular file (a FIFO, socket or device); name a file saved on disk")
     if not path.is_file():
         where = "" if path.is_absolute() else f" in {Path.cwd()}"  # the bundled cases' path starts at paths.root
         raise ArchEHRDataError(f"{path}: no such file{where} (set data.cases=...; the bundled cases are found from the "
@@ -124,8 +128,36 @@ def load_cases(path: str | Path) -> list[Case]:
     try:
         root = ET.parse(path).getroot()
     except ET.ParseError as exc:
-        raise ArchEHRDataError(f"{path}: malformed XML ({exc})") from None
+        # a .json or .txt file is read as XML too: say which files are read by their suffix
+        hint = "" if path.suffix.lower() == ".xml" else \
+            f"; a {path.suffix or 'suffix-less'} file is read as XML: cases are .xml, or plain rows .jsonl or .csv"
+        raise ArchEHRDataError(f"{path}: malformed XML ({exc}){hint}") from None
     return _cases(root, path)
+
+
+_DECLARED = re.compile(rb"\s*<\?xml[^>]*?encoding\s*=\s*[\"']([A-Za-z][A-Za-z0-9._-]*)[\"']")
+
+
+def decode_xml(data: bytes, where: str = "request") -> str:
+    """The text of an XML file's bytes, decoded as the XML parser decodes `data.cases` (a byte order mark, else the
+    encoding its declaration names, else UTF-8), so an uploaded ISO-8859-1 case reads as the same file does on the
+    command line; bytes that do not decode are one line, never replacement characters."""
+    declared = _DECLARED.match(data[:300])
+    encoding = declared.group(1).decode("ascii") if declared else "utf-8"
+    for bom, codec in ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
+        if data.startswith(bom):
+            encoding = codec
+            break
+    try:
+        return data.decode(encoding)
+    except LookupError:
+        raise ArchEHRDataError(f"{where}: the XML declares encoding {encoding!r}, which is not one Python reads; save "
+                               "the file as UTF-8") from None
+    except UnicodeDecodeError as exc:
+        fix = "fix its encoding declaration or save it as UTF-8" if declared else \
+            "save it as UTF-8, or declare its encoding (<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?>)"
+        raise ArchEHRDataError(f"{where}: not {encoding} (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                               f"{fix}") from None
 
 
 def cases_from_xml(text: str, where: str = "request") -> list[Case]:

@@ -3,7 +3,8 @@ patient's words) and `note` (free text); optional `patient_question` (the key ph
 (as the XML's <clinician_question>) and `answer` (a clinician's answer whose sentences Subtask 4 aligns, as the XML's
 <answer_sentences>). The note and the answer are split into sentences numbered from 1 by the splitter the page uses
 (common/note_text.split_note: one per line, a line of several split at sentence ends), so a note written one sentence
-per line keeps exactly its lines; a sentence over `max_sentence_chars` is cut by length, and the cases say which."""
+per line keeps exactly its lines (`split: lines`: each line is one sentence, as given); a sentence over
+`max_sentence_chars` is cut by length, and the cases say which."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 
 from common.logs import printable
 from common.note_text import numbered_note, split_note
-from common.plain_rows import PlainInputError, Table, limit, read_rows
+from common.plain_rows import PlainInputError, Table, limit, read_rows, split_mode
 from tasks.archehr.data import AnswerSentence, Case, NoteSentence
 
 KNOB = "data.plain"
@@ -40,10 +41,11 @@ def load_plain_cases(path: str | Path, settings: Mapping[str, Any]) -> PlainCase
     """The cases of `path`, every row checked before any model loads; `settings` is `data.plain`."""
     max_sentences, knob = limit(settings, "max_sentences", f"{KNOB}.max_sentences")
     max_chars = limit(settings, "max_sentence_chars", f"{KNOB}.max_sentence_chars")[0]
+    split = split_mode(settings, f"{KNOB}.split")
     cases, cut = [], {}
     for row in read_rows(path, table(settings)):
         v = row.values
-        texts, groups = numbered_note(v["note"], max_chars)
+        texts, groups = numbered_note(v["note"], max_chars, split)
         if len(texts) > max_sentences:
             raise PlainInputError(f"{row.where}: field 'note' splits into {len(texts):,} sentences, over "
                                   f"{knob}={max_sentences}")
@@ -55,7 +57,7 @@ def load_plain_cases(path: str | Path, settings: Mapping[str, Any]) -> PlainCase
                         printable(row.where, limit=None), "a sentence" if len(groups) == 1 else f"{len(groups)} sentences",
                         KNOB, max_chars, "; ".join(f"{g[0]}-{g[-1]}" for g in cut[v["id"]]))
         phrases = tuple(p.strip() for p in v.get("patient_question", "").split("\n") if p.strip())
-        answer = tuple(AnswerSentence(str(n), t) for n, t in enumerate(split_note(v.get("answer", "")), 1))
+        answer = tuple(AnswerSentence(str(n), t) for n, t in enumerate(split_note(v.get("answer", ""), split), 1))
         cases.append(Case(v["id"], v["message"], phrases, v.get("clinician_question"), v["note"], sentences, answer))
     return PlainCases(cases, cut)
 

@@ -22,6 +22,21 @@ class MediqaDataError(ClinprogError, ValueError):
     """Malformed MEDIQA-CORR input; the message names the file, the row and the column."""
 
 
+# the text id of the official scorer's line pattern (submission.LINE): the one id rule for a run's notes and a
+# request's, checked before any model call
+TEXT_ID = re.compile(r"[a-z0-9\-]+")
+
+
+def text_id_problem(text_id: str) -> str | None:
+    """Why `text_id` cannot name a note (the official scorer skips a line whose id is outside [a-z0-9-]+, so its
+    prediction would be lost), saying what to use instead; None when it can."""
+    if TEXT_ID.fullmatch(text_id):
+        return None
+    suggestion = re.sub(r"-+", "-", re.sub(r"[^a-z0-9]", "-", text_id.lower())).strip("-") or "note-1"
+    return (f"the id {text_id!r} is outside the official scorer's pattern [a-z0-9-]+, so no submission.txt line can "
+            f"hold it; use lowercase letters, digits and '-' only (e.g. {suggestion!r})")
+
+
 @dataclass(frozen=True)
 class Note:
     text_id: str
@@ -106,6 +121,8 @@ def load_notes(path: str | Path, limit: int | None = None) -> list[Note]:
                 if not text_id:
                     raise MediqaDataError(f"{where}: empty 'Text ID'")
                 where = f"{path}, row {n} ({text_id})"
+                if text_id_problem(text_id):
+                    raise MediqaDataError(f"{where}: 'Text ID': {text_id_problem(text_id)}")
                 if text_id in first_row:
                     raise MediqaDataError(f"{where}: duplicate 'Text ID' (first at row {first_row[text_id]})")
                 first_row[text_id] = str(n)

@@ -1,14 +1,14 @@
 """MEDIQA-CORR notes from plain inputs (`data.path=`): a JSON lines or CSV table with `id` and `note` (free text),
 or a folder of `.txt` files (one note each, the file name without `.txt` as its id). Each note is split into sentences
-numbered from 0, as MEDEC numbers them, by the splitter the page uses (common/note_text.split_note); a sentence over
-`max_sentence_chars` is cut by length and the notes say which. A CSV with MEDEC's `Text ID` column is MEDEC's own
-format (tasks/mediqa_corr/data.py) and is not read here."""
+numbered from 0, as MEDEC numbers them, by the splitter the page uses (common/note_text.split_note; `split: lines`
+takes each line as one); a sentence over `max_sentence_chars` is cut by length and the notes say which. An id must be
+one the official scorer reads (tasks/mediqa_corr/data.text_id_problem). A CSV with MEDEC's `Text ID` column is
+MEDEC's own format (tasks/mediqa_corr/data.py) and is not read here."""
 
 from __future__ import annotations
 
 import csv
 import logging
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,11 +16,10 @@ from typing import Any
 
 from common.logs import printable
 from common.note_text import numbered_note
-from common.plain_rows import PlainInputError, Row, Table, is_plain, limit, read_folder, read_rows
-from tasks.mediqa_corr.data import Note
+from common.plain_rows import PlainInputError, Row, Table, is_plain, limit, read_folder, read_rows, split_mode
+from tasks.mediqa_corr.data import Note, text_id_problem
 
 KNOB = "data.plain"
-OFFICIAL_ID = re.compile(r"[a-z0-9\-]+")   # the text id of the official scorer's line pattern (submission.LINE)
 log = logging.getLogger(__name__)
 
 
@@ -52,13 +51,14 @@ def load_plain_notes(path: str | Path, settings: Mapping[str, Any], limit_notes:
     """The notes of `path` (checked before any model loads; `settings` is `data.plain`), the first `limit_notes`."""
     max_sentences, knob = limit(settings, "max_sentences", f"{KNOB}.max_sentences")
     max_chars = limit(settings, "max_sentence_chars", f"{KNOB}.max_sentence_chars")[0]
+    split = split_mode(settings, f"{KNOB}.split")
     table = Table(required=("id", "note"), max_chars={"id": (200, "the id limit"),
                                                       "note": limit(settings, "max_note_chars", f"{KNOB}.max_note_chars")})
     path = Path(str(path))
     rows = read_folder(path, table, "note") if path.is_dir() else read_rows(path, table)
     notes, cut = [], {}
     for row in rows[:limit_notes] if limit_notes else rows:
-        note, groups = _note(row, max_chars, max_sentences, knob)
+        note, groups = _note(row, max_chars, max_sentences, knob, split)
         if groups:
             cut[note.text_id] = groups
             log.warning("%s: %s over %s.max_sentence_chars=%d characters with no sentence end the splitter knows, "
@@ -66,20 +66,16 @@ def load_plain_notes(path: str | Path, settings: Mapping[str, Any], limit_notes:
                         printable(row.where, limit=None), "a sentence" if len(groups) == 1 else f"{len(groups)} sentences",
                         KNOB, max_chars, "; ".join(f"{g[0]}-{g[-1]}" for g in groups))
         notes.append(note)
-    odd = [n.text_id for n in notes if not OFFICIAL_ID.fullmatch(n.text_id)]
-    if odd:
-        log.warning("%s: ids such as %s are outside the official scorer's pattern [a-z0-9-]+: it would skip their "
-                    "submission.txt lines (clinprog's files and answers.md hold them as given)", path,
-                    printable(odd[0], limit=60))
     files = {f"notes/{Path(r.file).name}": r.file for r in rows} if path.is_dir() else {"notes": str(path)}
     return PlainNotes(notes, cut, files)
 
 
-def _note(row: Row, max_chars: int, max_sentences: int, knob: str) -> tuple[Note, list[list[str]]]:
+def _note(row: Row, max_chars: int, max_sentences: int, knob: str, split: str) -> tuple[Note, list[list[str]]]:
     text_id, text = row.values["id"], row.values["note"]
-    if any(c.isspace() for c in text_id):  # a submission line is "<id> <flag> <sentence id> <correction>"
-        raise PlainInputError(f"{row.where}: the id has a space, which a submission line cannot hold")
-    texts, groups = numbered_note(text, max_chars)
+    problem = text_id_problem(text_id)  # the API's rule too (serve_schemas): refused before any model call
+    if problem:
+        raise PlainInputError(f"{row.where}: {printable(problem, limit=None)}")
+    texts, groups = numbered_note(text, max_chars, split)
     if len(texts) > max_sentences:
         raise PlainInputError(f"{row.where}: field 'note' splits into {len(texts):,} sentences, over {knob}={max_sentences}")
     sentences = tuple((str(n), t) for n, t in enumerate(texts))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tasks.mediqa_corr.data import MediqaDataError
 
-# The official scorer's line pattern.
+# The official scorer's line pattern (its text id: data.TEXT_ID)
 LINE = re.compile(r"[a-z0-9\-]+\s[0-9]+\s\-?[0-9]+\s.+")
 
 

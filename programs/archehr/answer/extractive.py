@@ -17,6 +17,7 @@ from typing import Any
 import dspy
 
 from common.errors import ConfigError
+from common.note_text import ends_sentence
 from programs.archehr.shared.note_layout import is_header
 from programs.archehr.shared.similarity import cosine_matrix
 from programs.archehr.text import check_answer_limits, soft_cut
@@ -27,7 +28,7 @@ CHOICES = ("note_order", "question", "evidence")
 
 def _sentence(text: str) -> str:
     text = text.strip()
-    return text if text.endswith((".", "!", "?")) else text + "."
+    return text if ends_sentence(text) else text + "."  # "x.\u202c" ends already: no "x.."
 
 
 class ExtractiveAnswer(dspy.Module):
