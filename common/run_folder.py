@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -31,21 +30,6 @@ from common.flatten import flatten
 
 log = logging.getLogger(__name__)
 RESUME_MODES = ("auto", "restart", "force")
-
-
-def file_version(path: str | Path) -> tuple[str, int, int]:
-    """A file as a process-level cache keys it: (resolved path, size, modification time in ns); a file rewritten or
-    replaced is another version. OSError where it cannot be read."""
-    stat = os.stat(path)
-    return str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns
-
-
-def file_sha256(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _pid_alive(pid: int) -> bool:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common.run_folder import file_version
+from common.files import file_version
 from lms.factory import assemble_packaged_model, resolve_packaged_file
 from lms.model_cache import merge_cache_dir
 

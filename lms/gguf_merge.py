@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from common.run_folder import file_version
+from common.files import file_version
 
 _HF_TO_GGUF = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
                "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",

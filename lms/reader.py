@@ -36,7 +36,7 @@ import numpy as np
 
 from common.cpu import threads_now, threads_setting
 from common.errors import ClinprogError, ConfigError
-from common.run_folder import file_version
+from common.files import file_version
 from common.vector_store import VectorStore, cpu_flags
 
 KIND = "clinprog.reader.vector"

@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from common.run_folder import file_version
+from common.files import file_version
 from common.vector_store import VectorStore as SharedVectorStore
 from common.vector_store import cpu_flags
 

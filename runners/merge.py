@@ -21,10 +21,11 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from common import json_input
 from common.errors import ClinprogError, ConfigError
+from common.files import file_sha256
 from common.logs import printable
 from common.outputs import output_dir, write_text
 from common.prediction_log import PredictionLog
-from common.run_folder import RunFolder, differences, file_sha256, shard_folder_clash
+from common.run_folder import RunFolder, differences, shard_folder_clash
 from runners.shards import SHARD_KEYS, bounds, shard_of
 
 log = logging.getLogger(__name__)

@@ -16,10 +16,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from common.contract import Inputs, ProgramContract, contract_for
 from common.errors import ClinprogError, ConfigError
+from common.files import file_sha256
 from common.outputs import append_main_log, output_dir, write_json, write_text
 from common.prediction_log import PredictionLog
 from common.program_state import fitted_knobs
-from common.run_folder import RunFolder, file_sha256
+from common.run_folder import RunFolder
 from lms.describe import backend_name
 from runners.dspy_setup import configure_dspy
 from runners.executors import executor_for

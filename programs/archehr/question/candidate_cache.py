@@ -21,7 +21,7 @@ from typing import Any
 
 import dspy
 
-from common.run_folder import file_version
+from common.files import file_version
 
 KIND = "clinprog.question.finetuned.candidates"
 # the modules whose code decides a message's candidates (their source is part of the key)
