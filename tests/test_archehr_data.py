@@ -123,3 +123,32 @@ def test_a_key_must_belong_to_its_cases(tmp_path, bundled_cases):
     own = tmp_path / "mine.xml"
     own.write_text("<annotations/>")
     assert resolve_key(own, "auto") is None and resolve_key(own, None) is None
+
+
+# --- an uploaded XML file's bytes, decoded as data.cases reads the file (issue 69) -------------------------------------
+def test_uploaded_xml_bytes_are_decoded_by_their_declaration_as_the_file_is(tmp_path):
+    import base64
+
+    from pydantic import ValidationError
+
+    from programs.archehr.contract import ArchEHRContract
+    from programs.archehr.serve_schemas import ArchEHRRequest
+    from tasks.archehr.data import decode_xml
+
+    xml = ('<?xml version="1.0" encoding="ISO-8859-1"?>\n<annotations><case id="c1"><patient_narrative>Trait\u00e9e.'
+           '</patient_narrative><note_excerpt_sentences><sentence id="1">Fi\u00e8vre.</sentence>'
+           '</note_excerpt_sentences></case></annotations>').encode("latin-1")
+    path = tmp_path / "latin1.xml"
+    path.write_bytes(xml)
+    request = ArchEHRRequest(xml_base64=base64.b64encode(xml).decode())
+    assert ArchEHRContract().serve_item(request) == load_cases(path)[0]
+    assert decode_xml("<a>Fi\u00e8vre.</a>".encode("utf-16")) == "<a>Fi\u00e8vre.</a>"  # a byte order mark
+    with pytest.raises(ArchEHRDataError, match=r"not utf-8 \(byte 0xe9 at offset 3\); save it as UTF-8, or declare its "
+                                               r"encoding"):
+        decode_xml("<a>\u00e9</a>".encode("latin-1"))
+    with pytest.raises(ArchEHRDataError, match=r"declares encoding 'x-nope', which is not one Python reads"):
+        decode_xml(b'<?xml version="1.0" encoding="x-nope"?><a/>')
+    with pytest.raises(ArchEHRDataError, match=r"^xml_base64: not base64"):
+        ArchEHRContract().serve_item(ArchEHRRequest(xml_base64="@@@"))
+    with pytest.raises(ValidationError, match="give the case as xml or as xml_base64, not both"):
+        ArchEHRRequest(xml="<annotations/>", xml_base64="")

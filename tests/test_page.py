@@ -215,7 +215,7 @@ def test_an_xml_file_is_one_source_and_can_be_cleared_for_the_text_boxes(browser
     assert "one_case.xml" in page.inner_text("#source") and "not sent" in page.inner_text("#source")
     page.click("#run")
     page.wait_for_selector("#question", timeout=120_000)
-    assert list(sent[-1]) == ["xml"]
+    assert list(sent[-1]) == ["xml_base64"]  # the file's bytes: the server decodes them by the XML's declaration
     page.screenshot(path=str(shots(tmp_path) / "page_xml_chosen.png"), full_page=True)
     page.click("#clear-xml")
     assert page.is_enabled("#message") and page.is_enabled("#note") and page.inner_text("#source") == ""
@@ -229,3 +229,25 @@ def test_an_xml_file_is_one_source_and_can_be_cleared_for_the_text_boxes(browser
     page.screenshot(path=str(shots(tmp_path) / "page_xml_cleared.png"), full_page=True)
     assert errors == []
 
+
+
+def test_an_iso_8859_1_xml_upload_reads_as_the_command_line_reads_it(browser, archehr, tmp_path):
+    """Issue 69: a file declaring ISO-8859-1 came back "Done" with `Trait\ufffde` (the page read it as UTF-8); the
+    page now sends the bytes and the server decodes them by the declaration, as `data.cases` reads the file."""
+    page, errors, _, _ = open_page(browser, archehr)
+    sent: list[dict] = []
+    page.on("request", lambda r: sent.append(json.loads(r.post_data)) if r.method == "POST" else None)
+    xml = re.sub(r"(<sentence id=\"1\"[^>]*>)", "\\1Trait\u00e9e le 3 mai. ", one_case_xml(), count=1)
+    data = ('<?xml version="1.0" encoding="ISO-8859-1"?>\n' + xml).encode("latin-1")
+    page.set_input_files("#xml", {"name": "latin1.xml", "mimeType": "text/xml", "buffer": data})
+    page.click("#run")
+    page.wait_for_selector("ol.note li", timeout=120_000)
+    assert list(sent[-1]) == ["xml_base64"]
+    first = page.locator("ol.note li").first.inner_text()
+    assert "Trait\u00e9e le 3 mai." in first and "\ufffd" not in page.inner_text("body"), first
+    path = tmp_path / "latin1.xml"
+    path.write_bytes(data)
+    from tasks.archehr.data import load_cases
+
+    assert load_cases(path)[0].sentences[0].text in first  # the command line reads the same text
+    assert errors == []

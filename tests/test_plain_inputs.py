@@ -334,3 +334,16 @@ def test_cases_of_another_suffix_say_which_files_are_read(tmp_path, suffix):
     with pytest.raises(ArchEHRDataError, match=f"malformed XML .*; a {suffix} file is read as XML: cases are .xml, or "
                                                "plain rows .jsonl or .csv"):
         load_cases(path)
+
+
+def test_an_xml_case_with_a_medication_list_and_its_jsonl_one_sentence_a_line_have_the_same_sentences(tmp_path):
+    """The same cases as XML and as JSONL gave other Subtask 2 and 4 submissions: the list numbers shifted the ids."""
+    texts = MEDS.split("\n")[:3] + ["10. Docusate Sodium 100 mg PO BID.", "Hold for loose stools.", "3) Senna 8.6 mg."]
+    sentences = "".join(f'<sentence id="{n}">{t}</sentence>' for n, t in enumerate(texts, 1))
+    xml = tmp_path / "cases.xml"
+    xml.write_text(f'<annotations><case id="a1"><patient_narrative>{ROW["message"]}</patient_narrative>'
+                   f"<note_excerpt_sentences>{sentences}</note_excerpt_sentences></case></annotations>",
+                   encoding="utf-8")
+    [from_xml] = load_cases(xml)
+    [from_jsonl] = load_plain_cases(jsonl(tmp_path, {**ROW, "note": "\n".join(texts)}), LIMITS).cases
+    assert [(s.id, s.text) for s in from_jsonl.sentences] == [(s.id, s.text) for s in from_xml.sentences]
