@@ -132,7 +132,7 @@ class ProgramContract(ABC, Generic[Item]):
     def examples(self, cfg: DictConfig, split: str) -> list[dspy.Example]:
         raise NotImplementedError(f"program={self.name} cannot be compiled")
 
-    def describe(self, gold: dspy.Example, pred: Any, value: float) -> str:
+    def feedback(self, gold: dspy.Example, pred: Any, value: float) -> str:
         """Textual feedback for reflective optimizers (GEPA)."""
         return f"score {value:.3f} (1.0 is a perfect match)"
 
@@ -172,7 +172,7 @@ class ProgramContract(ABC, Generic[Item]):
         return {}
 
     def serve_lm_failure(self, item: Item, failure: str) -> dict[str, Any] | None:
-        """The record answered when the LM fails and the program has no non-LLM twin; None: a 502 naming the failure."""
+        """The record answered when the LM fails and the program has no no-LM program; None: a 502 naming the failure."""
         return None
 
     def serve_health(self, cfg: DictConfig) -> dict[str, Any]:

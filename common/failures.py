@@ -14,6 +14,6 @@ class StageOutputError(ValueError):
 RECOVERABLE = (AdapterParseError, ContextWindowExceededError, StageOutputError)
 
 
-def describe(exc: BaseException) -> str:
+def failure_reason(exc: BaseException) -> str:
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {first}"[:300]

@@ -1,11 +1,16 @@
 """Per-stage accounting: seconds, real LM calls and tokens (cache hits report no usage and are not calls), retries
 and repairs (outputs whose leaked markup was stripped).
 
+Retries: requests sent to an API LM are counted per thread (`count_attempt`, retries included): lm=openai_compatible's
+engine counts each attempt (DSPy retries inside one call), and for LiteLLM `lms.factory` registers a logger that does;
+the ledger compares attempts with the calls that succeeded.
+
 A stage can also run under its own LM (an LM per role, STORM-style): `ledger.stage(name, lm)`.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,7 +20,15 @@ from typing import Any
 import dspy
 from dspy.utils.usage_tracker import track_usage
 
-from common.attempts import attempts
+_local = threading.local()
+
+
+def count_attempt() -> None:
+    _local.n = getattr(_local, "n", 0) + 1
+
+
+def attempts() -> int:
+    return getattr(_local, "n", 0)
 
 
 @dataclass

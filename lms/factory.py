@@ -214,14 +214,14 @@ _ATTEMPT_LOGGER: Any = None
 
 
 def count_litellm_attempts() -> None:
-    """Count every HTTP attempt LiteLLM makes (retries included) in the calling thread (common.attempts)."""
+    """Count every HTTP attempt LiteLLM makes (retries included) in the calling thread (common.usage)."""
     global _ATTEMPT_LOGGER
     if _ATTEMPT_LOGGER is not None:
         return
     import litellm
     from litellm.integrations.custom_logger import CustomLogger
 
-    from common.attempts import count_attempt
+    from common.usage import count_attempt
 
     class AttemptCounter(CustomLogger):
         def log_pre_api_call(self, model, messages, kwargs):  # runs in the calling thread, once per attempt

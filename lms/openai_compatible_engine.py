@@ -18,7 +18,7 @@ from typing import Any
 from dspy import lm15
 from dspy.lm15 import Response, response_from_openai_chat, response_to_events
 
-from common.attempts import count_attempt
+from common.usage import count_attempt
 
 DEFAULT_TIMEOUT_S = 600.0  # LiteLLM's default, when lm.client.timeout is null
 

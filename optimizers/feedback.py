@@ -1,5 +1,5 @@
 """Optimizer metrics in GEPA's form. Each program declares its own metrics (`ProgramContract.objectives`) and
-feedback (`ProgramContract.describe`); `with_feedback` joins the two for reflective optimizers."""
+feedback (`ProgramContract.feedback`); `with_feedback` joins the two for reflective optimizers."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from retrieval.passage import RetrievalError
 LOCK_FILE = "index.lock"
 
 
-def describe(info: dict | None) -> str:
+def holder_text(info: dict | None) -> str:
     """`pid 123, started 2026-01-01T10:00:00` from the lock file's text (or what is known of it)."""
     if not info:
         return "another process"
@@ -74,11 +74,11 @@ def index_lock(index_dir: str | Path, timeout_s: float = 3600.0, poll_s: float =
                 info = _read_info(path)
                 if time.monotonic() >= deadline:
                     raise RetrievalError(
-                        f"index {folder} is being written by another task=index ({describe(info)}; lock {path}); "
+                        f"index {folder} is being written by another task=index ({holder_text(info)}; lock {path}); "
                         f"run this again when it has finished (waited {timeout_s:g} s, "
                         "retriever.backend.lock_timeout_s)") from None
                 if not announced:
-                    print(f"index {folder} is being written by another task=index ({describe(info)}): waiting up to "
+                    print(f"index {folder} is being written by another task=index ({holder_text(info)}): waiting up to "
                           f"{timeout_s:g} s for it to finish", file=sys.stderr, flush=True)
                     announced = True
                 time.sleep(poll_s)

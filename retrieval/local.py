@@ -42,7 +42,7 @@ import numpy as np
 from retrieval.corpus import Chunk
 from retrieval.documents import chunk_number, chunk_prefix, doc_hash
 from retrieval.embed import Embedder
-from retrieval.index_lock import describe, holder, index_lock
+from retrieval.index_lock import holder, holder_text, index_lock
 from retrieval.passage import Passage, RetrievalError
 from retrieval.repair_command import repair_command
 
@@ -186,7 +186,7 @@ class LocalIndex:
         if lagging:
             writer = holder(self.path)
             if writer is not None:  # mid-ingest, not damaged
-                raise RetrievalError(f"index at {self.path} is being updated by task=index ({describe(writer)}); "
+                raise RetrievalError(f"index at {self.path} is being updated by task=index ({holder_text(writer)}); "
                                      "search again when it has finished")
             raise RetrievalError(f"index at {self.path} is inconsistent ({'; '.join(lagging)}); {self._repair_hint()}")
 

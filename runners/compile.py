@@ -41,7 +41,7 @@ def build_optimizer(cfg: DictConfig, contract: ProgramContract, metric) -> Any:
         return None
     kwargs: dict[str, Any] = {}
     if cfg.optimizer.get("feedback"):
-        metric = with_feedback(metric, contract.describe)
+        metric = with_feedback(metric, contract.feedback)
     if "reflection_lm" in inspect.signature(get_class(tp._target_).__init__).parameters:
         roles = cfg.lm.get("roles") or {}
         if roles.get("reflection"):

@@ -15,7 +15,7 @@ from common.errors import ConfigError
 log = logging.getLogger(__name__)
 
 
-def no_lm_twin(cfg: DictConfig, contract: ProgramContract, overrides: list[str] | None = None) -> Any:
+def build_no_lm_program(cfg: DictConfig, contract: ProgramContract, overrides: list[str] | None = None) -> Any:
     """The same program composed with `lm=none` (its non-LLM stages), to answer when the LM fails; None when the
     program has no non-LLM stages (the contract's fallback record answers instead). Outside main.py, `overrides`
     (those `cfg` was composed with) compose it again the same way."""
@@ -85,8 +85,8 @@ def raise_open_file_limit(max_connections: int) -> None:
 
 def build_app(cfg: DictConfig, overrides: list[str] | None = None) -> tuple[Any, Any]:
     """(the ASGI app serving the configured program, its checked `serve.*` settings): the program built once, its
-    non-LLM twin for LM failures, both warmed up. `serve` runs it on uvicorn; tests call it through a TestClient
-    (with the `overrides` cfg was composed from, so the twin composes the same way)."""
+    no-LM program for LM failures, both warmed up. `serve` runs it on uvicorn; tests call it through a TestClient
+    (with the `overrides` cfg was composed from, so the no-LM program composes the same way)."""
     from common.settings import serve_settings
     from lms import build_role_lms
     from runners.dspy_setup import configure_dspy
@@ -100,11 +100,11 @@ def build_app(cfg: DictConfig, overrides: list[str] | None = None) -> tuple[Any,
     roles = choose_lm_or_no_lm(cfg, contract)
     configure_dspy(cfg)
     program = contract.build(cfg, build_role_lms(cfg.lm, roles) if roles else {})  # the program loads here, once
-    twin = no_lm_twin(cfg, contract, overrides) if roles else None
-    for built in (program, twin):
+    no_lm_program = build_no_lm_program(cfg, contract, overrides) if roles else None
+    for built in (program, no_lm_program):
         if built is not None:
             warm_up(built)
-    return create_app(cfg, contract, program, twin), settings
+    return create_app(cfg, contract, program, no_lm_program), settings
 
 
 def serve(cfg: DictConfig) -> None:

@@ -14,7 +14,7 @@
   sentences 422, and so is any list in the body holding more items, checked before the items are validated. The
   body's decoding and the request's conversion into the program's item (an `xml` case is parsed there) run in a
   thread, not on the event loop. Every error is `{"error": "..."}`.
-- An LM failure (server down, timeout, provider error) is not a 500: the program's non-LLM twin answers when it has
+- An LM failure (server down, timeout, provider error) is not a 500: the program's no-LM program answers when it has
   one, else the contract's documented fallback record, each with `lm_failure` saying what failed.
 - Connections are bounded before any request reaches the program: at most `serve.max_connections` open (uvicorn's
   `limit_concurrency`: beyond, 503 and closed); at most `serve.max_body_readers` requests still sending their body
@@ -72,7 +72,7 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 
 class LMFailed(Exception):
-    """The LM failed and the program has neither a non-LLM twin nor a fallback record: a 502 naming the failure."""
+    """The LM failed and the program has neither a no-LM program nor a fallback record: a 502 naming the failure."""
 
 
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -427,8 +427,8 @@ def too_many_items(value: Any, limit: int) -> str | None:
 
 
 def create_app(cfg: DictConfig, contract: ProgramContract, program: dspy.Module,
-               twin: dspy.Module | None = None) -> FastAPI:
-    """The API of `contract`'s program; `twin` (the program without an LM, if it has one) answers LM failures."""
+               no_lm_program: dspy.Module | None = None) -> FastAPI:
+    """The API of `contract`'s program; `no_lm_program` (the program without an LM, if it has one) answers LM failures."""
     request_model, response_model = contract.serve_schemas()
     s = serve_settings(cfg)
     gate = Gate(s.max_concurrency, s.max_queue)
@@ -528,7 +528,7 @@ def create_app(cfg: DictConfig, contract: ProgramContract, program: dspy.Module,
                 record = contract.predict(program, item)
             except LMError as exc:
                 failure = str(lm_failure(cfg.lm, exc))
-                record = contract.predict(twin, item) if twin is not None else contract.serve_lm_failure(item, failure)
+                record = contract.predict(no_lm_program, item) if no_lm_program is not None else contract.serve_lm_failure(item, failure)
                 if record is None:
                     raise LMFailed(failure) from None
             seconds = time.perf_counter() - start

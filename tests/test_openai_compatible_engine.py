@@ -115,7 +115,7 @@ def test_building_and_calling_the_lm_imports_no_litellm(monkeypatch):
     through its callbacks)."""
     from omegaconf import OmegaConf
 
-    from common.attempts import attempts
+    from common.usage import attempts
     from lms.factory import build_lm
 
     class NoLiteLLM:

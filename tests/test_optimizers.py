@@ -41,7 +41,7 @@ def test_build_optimizer_builds_each_config_the_runner_uses(name):
         return
     assert type(optimizer).__name__ == cfg.optimizer.teleprompter._target_.split(".")[-1]
     if name == "gepa":
-        # the reflective branch: textual feedback from the program's describe() and a reflection LM
+        # the reflective branch: textual feedback from the program's feedback() and a reflection LM
         assert optimizer.reflection_lm is not None
         from tasks.archehr.data import load_key
 

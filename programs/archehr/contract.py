@@ -16,12 +16,12 @@ from pydantic import BaseModel
 
 from common.config_groups import chosen_name, options
 from common.contract import Inputs, ProgramContract
-from common.coverage import coverage, foreign
 from common.errors import ClinprogError, ConfigError
 from common.note_text import split_note
 from common.outputs import write_text
 from common.plain_rows import is_plain, plain_fingerprint
 from common.resources import Resources, instantiate_node
+from common.submission_coverage import coverage, foreign
 from common.usage import repairs_summary
 from programs.archehr import objectives as objectives_module
 from programs.archehr.fitted_on import caveat
@@ -358,7 +358,7 @@ class ArchEHRContract(ProgramContract[Case]):
                              register=registers.get(c.case_id, "clinician")).with_inputs("case")
                 for c in inputs.items]
 
-    def describe(self, gold: dspy.Example, pred: Any, value: float) -> str:
+    def feedback(self, gold: dspy.Example, pred: Any, value: float) -> str:
         return objectives_module.describe_archehr(gold, pred, value)
 
     # --- serving (task=serve) -----------------------------------------------------------------------------------

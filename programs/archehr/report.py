@@ -8,8 +8,8 @@ from hydra.utils import get_class
 from omegaconf import DictConfig
 
 from common.config_groups import chosen_name
-from common.coverage import describe
 from common.report_text import counts
+from common.submission_coverage import coverage_problem
 from lms.describe import lm_model
 from programs.archehr.grounding.verdicts import CONTRADICTED, NOT_IN_NOTE, flagged
 from programs.archehr.pipeline import ROLES
@@ -147,7 +147,7 @@ EXTRA_RULE = "case ids not in the cases file, rejected as the official scripts d
 
 def print_scores(scores: dict[str, Any]) -> None:
     cov = scores.get("coverage")
-    line = describe(cov, "cases", MISSING_RULE[cov["only_submitted"]], EXTRA_RULE) if cov else None
+    line = coverage_problem(cov, "cases", MISSING_RULE[cov["only_submitted"]], EXTRA_RULE) if cov else None
     if line:
         print(line)
     for st in ("subtask_1", "subtask_2", "subtask_3", "subtask_4"):

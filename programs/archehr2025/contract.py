@@ -82,7 +82,7 @@ class ArchEHR2025Contract(ArchEHRContract):
             text += f"\n## Scores\n\ninvalid submission: {scores['invalid']}\n"
         return text
 
-    def describe(self, gold: dspy.Example, pred: Any, value: float) -> str:
+    def feedback(self, gold: dspy.Example, pred: Any, value: float) -> str:
         key = gold.key
         cited = sorted(parse_answer(pred.answer or "").citations)
         return (f"strict citation F1 {value:.3f}; essential sentence ids: {sorted(key.essential)}; "

@@ -10,13 +10,13 @@ from omegaconf import DictConfig, OmegaConf
 from pydantic import BaseModel
 
 from common.contract import Inputs, ProgramContract
-from common.coverage import coverage, describe, foreign
 from common.errors import ClinprogError
 from common.note_text import split_note
 from common.outputs import write_text
 from common.plain_rows import plain_fingerprint
 from common.report_text import counts
 from common.resources import Resources, instantiate_node
+from common.submission_coverage import coverage, coverage_problem, foreign
 from common.usage import repairs_summary
 from lms.describe import lm_model
 from programs.mediqa_corr import objectives as objectives_module
@@ -205,7 +205,7 @@ class MediqaCorrContract(ProgramContract[Note]):
 
     def print_scores(self, scores: dict[str, Any]) -> None:
         cov = scores.get("coverage")
-        line = describe(cov, "reference notes", MISSING_RULE[cov["only_submitted"]], EXTRA_RULE) if cov else None
+        line = coverage_problem(cov, "reference notes", MISSING_RULE[cov["only_submitted"]], EXTRA_RULE) if cov else None
         if line:
             print(line)
         print(", ".join(f"{k}={scores[k]:.4f}" if scores.get(k) is not None else f"{k}=unavailable"
@@ -278,7 +278,7 @@ class MediqaCorrContract(ProgramContract[Note]):
     def examples(self, cfg: DictConfig, split: str) -> list[dspy.Example]:
         return [dspy.Example(note=n).with_inputs("note") for n in self.load(cfg, split).items]
 
-    def describe(self, gold: dspy.Example, pred: Any, value: float) -> str:
+    def feedback(self, gold: dspy.Example, pred: Any, value: float) -> str:
         return objectives_module.describe_mediqa(gold, pred, value)
 
     # --- serving (task=serve) -----------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dspy
 
-from common.failures import RECOVERABLE, describe
+from common.failures import RECOVERABLE, failure_reason
 from common.markup import strip_markup
 from signatures.constrained import with_output_schema
 from signatures.mediqa_corr import MedFinalParse
@@ -25,4 +25,4 @@ class MedFinalParser(dspy.Module):
             return dspy.Prediction(corrected_sentence=text or proposed_correction, fallback=None,
                                    repairs=int(repaired))
         except RECOVERABLE as exc:
-            return dspy.Prediction(corrected_sentence=proposed_correction, fallback=describe(exc), repairs=0)
+            return dspy.Prediction(corrected_sentence=proposed_correction, fallback=failure_reason(exc), repairs=0)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import dspy
 
 from common.errors import ConfigError
-from common.failures import RECOVERABLE, describe
+from common.failures import RECOVERABLE, failure_reason
 from common.markup import without_markup
 from signatures.constrained import with_output_schema
 from signatures.mediqa_corr import MedEvalReview
@@ -58,7 +58,7 @@ class MedEval(dspy.Module):
                     repairs += repaired
                     reviews.append(Review(name, score if 1 <= score <= 5 else None, reasoning))
                 except RECOVERABLE as exc:
-                    reviews.append(Review(name, None, f"unparsable review: {describe(exc)}"))
+                    reviews.append(Review(name, None, f"unparsable review: {failure_reason(exc)}"))
         # An unparsable review counts as the lowest score: an unreviewed answer is not accepted by default.
         scores = [r.score if r.score is not None else 1 for r in reviews]
         return dspy.Prediction(reviews=reviews, scores=scores, repairs=repairs,

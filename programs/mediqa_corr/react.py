@@ -9,7 +9,7 @@ from typing import Any
 import dspy
 
 from common.errors import ConfigError
-from common.failures import RECOVERABLE, describe
+from common.failures import RECOVERABLE, failure_reason
 from common.markup import without_markup
 from signatures.constrained import with_output_schema, with_output_variants
 from signatures.mediqa_corr import MedReActStep
@@ -170,7 +170,7 @@ class MedReAct(dspy.Module):
             except RECOVERABLE as exc:
                 episode.parse_failures += 1
                 episode.steps.append(Step(n, parsed=False,
-                                          note=f"the model's output could not be parsed: {describe(exc)}"))
+                                          note=f"the model's output could not be parsed: {failure_reason(exc)}"))
                 continue
             step = Step(n, observation=episode.clean(out.observation), thought=episode.clean(out.thought),
                         action=out.action)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dspy
 
-from common.failures import RECOVERABLE, describe
+from common.failures import RECOVERABLE, failure_reason
 from common.markup import without_markup
 from signatures.constrained import with_output_schema
 from signatures.mediqa_corr import MedReflect
@@ -23,5 +23,5 @@ class MedReFlex(dspy.Module):
             reflection, repaired = without_markup(out.reflection)
             return dspy.Prediction(reflection=reflection.strip() or feedback, fallback=None, repairs=int(repaired))
         except RECOVERABLE as exc:
-            return dspy.Prediction(reflection=f"Previous attempt failed: {feedback}", fallback=describe(exc),
+            return dspy.Prediction(reflection=f"Previous attempt failed: {feedback}", fallback=failure_reason(exc),
                                    repairs=0)

@@ -7,7 +7,7 @@ from typing import Any
 import dspy
 
 from common.errors import ConfigError
-from common.failures import RECOVERABLE, StageOutputError, describe
+from common.failures import RECOVERABLE, StageOutputError, failure_reason
 from programs.archehr.text import numbered
 from signatures.archehr import AlignAnswer, CiteSupport
 from signatures.constrained import reply_bound, with_output_schema
@@ -116,7 +116,7 @@ class LMAligner(dspy.Module):
         except RECOVERABLE as exc:
             # Conservative: an unparsable alignment claims no support rather than guessing links.
             empty = [{"answer_id": a.id, "evidence_id": []} for a in answer_sentences]
-            return dspy.Prediction(alignment=empty, dropped_ids=0, fallback=describe(exc), degenerate=None)
+            return dspy.Prediction(alignment=empty, dropped_ids=0, fallback=failure_reason(exc), degenerate=None)
         valid_set = {s.id for s in sentences}
         dropped = 0
         alignment = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dspy
 
-from common.failures import RECOVERABLE, StageOutputError, describe
+from common.failures import RECOVERABLE, StageOutputError, failure_reason
 from common.markup import strip_markup
 from programs.archehr.text import check_answer_limits, numbered, soft_cut
 from signatures.archehr import GenerateAnswer, with_limits
@@ -43,6 +43,6 @@ class LMAnswer(dspy.Module):
         except RECOVERABLE as exc:
             # Extractive fallback: the evidence sentences themselves, so the answer stays grounded.
             raw, repaired = " ".join(s.text for s in evidence), False
-            fallback = describe(exc)
+            fallback = failure_reason(exc)
         return dspy.Prediction(answer=soft_cut(raw, self.max_words, self.soft_cut_ratio), fallback=fallback,
                                repairs=int(repaired))

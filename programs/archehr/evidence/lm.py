@@ -5,7 +5,7 @@ from __future__ import annotations
 import dspy
 
 from common.errors import ConfigError
-from common.failures import RECOVERABLE, StageOutputError, describe
+from common.failures import RECOVERABLE, StageOutputError, failure_reason
 from programs.archehr.stages import anchor_text, check_anchor
 from programs.archehr.text import numbered
 from signatures.archehr import RateSentence, ScoreEvidence, ScoreEvidenceById
@@ -125,7 +125,7 @@ class LMEvidenceScorer(dspy.Module):
                       [v for group in groups for v in self._score_group(clinician_question, group)])
         except RECOVERABLE as exc:
             ids = [s.id for s in sentences[: self.fallback_count]]
-            return dspy.Prediction(evidence_ids=ids, scores=None, selection="fallback_first_n", fallback=describe(exc),
+            return dspy.Prediction(evidence_ids=ids, scores=None, selection="fallback_first_n", fallback=failure_reason(exc),
                                    degenerate=None)
         ids, selection = self.select(sentences, scores)
         degenerate = f"every one of {len(scores)} sentences scored {scores[0]}" if all_equal(scores) else None

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import dspy
 
 from common.errors import ConfigError
-from common.failures import RECOVERABLE, describe
+from common.failures import RECOVERABLE, failure_reason
 from programs.archehr.grounding.judge import GroundingJudge
 from programs.archehr.grounding.verdicts import CONTRADICTED, NOT_IN_NOTE, SUPPORTED, flagged
 from programs.archehr.shared.lexical import tokens
@@ -150,7 +150,7 @@ class SimilarityGroundingCheck(dspy.Module):
         try:
             found = self.judge(answer_sentence=text, note_sentences=support)
         except RECOVERABLE as exc:
-            out["judge"] = {"unavailable": f"LM judge unavailable ({describe(exc)})"}
+            out["judge"] = {"unavailable": f"LM judge unavailable ({failure_reason(exc)})"}
             return
         out["judge"] = {"verdict": found.verdict, "kind": found.kind, "conflicting_words": found.conflicting_words}
         if found.verdict != SUPPORTED:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dspy
 
-from common.failures import RECOVERABLE, StageOutputError, describe
+from common.failures import RECOVERABLE, StageOutputError, failure_reason
 from common.markup import strip_markup
 from programs.archehr.text import last_question_sentence, truncate_words, whole_sentences
 from signatures.archehr import InterpretQuestion, with_limits
@@ -41,5 +41,5 @@ class LMQuestion(dspy.Module):
         except RECOVERABLE as exc:
             # The patient's own last question, truncated: never an invented question.
             rule = last_question_sentence(patient_question or patient_narrative)
-            return dspy.Prediction(clinician_question=truncate_words(rule, self.max_words), fallback=describe(exc),
+            return dspy.Prediction(clinician_question=truncate_words(rule, self.max_words), fallback=failure_reason(exc),
                                    repairs=0)

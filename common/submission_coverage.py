@@ -30,7 +30,7 @@ def foreign(cov: dict[str, Any], path: Any, id_kind: str, items: str, source: An
             f"{source} (e.g. {example} vs {reference}): is it the submission for these {items}?")
 
 
-def describe(cov: dict[str, Any], noun: str, missing_rule: str, extra_rule: str) -> str | None:
+def coverage_problem(cov: dict[str, Any], noun: str, missing_rule: str, extra_rule: str) -> str | None:
     """One line when the submission does not hold exactly the reference ids: counts, first ids and the rules."""
     if not cov["missing"] and not cov["extra"]:
         return None
