@@ -114,7 +114,7 @@ def serve(cfg: DictConfig) -> None:
         raise ConfigError('task=serve needs the server extra: pip install -e ".[server]"') from None
     from common.settings import serve_settings
     from runners.program import contract_for
-    from serving.app import server_args
+    from serving.protocol import server_args
 
     raise_open_file_limit(serve_settings(cfg).max_connections)
     app, settings = build_app(cfg)

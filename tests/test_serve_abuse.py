@@ -23,7 +23,8 @@ from common.contract import ProgramContract
 from common.errors import ConfigError
 from common.settings import serve_settings
 from lms.local_server import free_port
-from serving.app import create_app, server_args
+from serving.app import create_app
+from serving.protocol import server_args
 
 pytestmark = pytest.mark.integration
 

@@ -22,7 +22,8 @@ import resource, sys
 import uvicorn
 from omegaconf import OmegaConf
 from common.settings import serve_settings
-from serving.app import create_app, server_args
+from serving.app import create_app
+from serving.protocol import server_args
 from tests.test_serve_abuse import Slow, SlowProgram
 
 port, limit = int(sys.argv[1]), int(sys.argv[2])
