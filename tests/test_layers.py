@@ -43,11 +43,6 @@ def test_a_layer_imports_nothing_above_it(package):
     assert not bad, bad
 
 
-def test_serving_names_no_program():
-    text = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "serving").rglob("*.py")).lower()
-    assert not [name for name in ("archehr", "mediqa") if name in text]
-
-
 def module_graph() -> dict[str, set[str]]:
     """Each module of ours (`package.module`) -> the modules of ours it imports (a submodule import counts as the
     submodule, a name from a package as that package's __init__)."""
