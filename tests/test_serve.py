@@ -2,6 +2,7 @@
 class, concurrent requests (an LM failure answered by the documented fallback: test_serve_in_process.py)."""
 
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -92,7 +93,9 @@ def idle(server, within: float = 120) -> None:
 
 
 def big(tag: str) -> dict:
-    """2,000 sentences never seen before (no cached embeddings): several seconds of work."""
+    """2,000 sentences never seen before, in this run or an earlier one (the vector cache persists): several seconds
+    of work."""
+    tag = f"{tag}-{uuid.uuid4().hex[:8]}"
     return {"patient_narrative": "Why?", "sentences": [{"id": str(i), "text": f"Finding {tag}-{i} was noted."}
                                                       for i in range(2000)]}
 
