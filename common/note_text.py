@@ -1,7 +1,7 @@
 """Sentence splitting, one rule for everything: an answer or a narrative (`split_sentences`), and a note pasted as
 plain text, split into numbered sentences the way a case file holds them (`split_note`: one per line, and a line of
 several sentences split at sentence ends; a header such as "HOSPITAL COURSE:" stays its own sentence; a list
-number such as "1." stays with the words after it). `split_note(text, "lines")` takes each line as one sentence, as
+number such as "1." and an abbreviation such as "e.g." or "Dr." stay with the words after them). `split_note(text, "lines")` takes each line as one sentence, as
 given, for a note its writer already split."""
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ BIDI = "\u200e\u200f\u202a-\u202e\u2066-\u2069"
 _SPLIT = re.compile(rf"(?<=[.!?])([{BIDI}]*)\s+(?=[{BIDI}]*[A-Z0-9\"'(\[])")
 # a list number ("1.", "#2.", "a.") ends no sentence: "1. Aspirin 81 mg PO DAILY" is one line of a medication list
 _LIST_NUMBER = re.compile(r"#?(?:\d{1,3}|[A-Za-z])\.")
+# nor does a title or a Latin abbreviation inside a note line ("outlet procedures (e.g. TURP)", "seen by Dr. Lee")
+_ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|vs|Dr|Drs|Mr|Mrs|Ms|Prof|St)\.)$", re.IGNORECASE)
 SPLITS = ("sentences", "lines")
 
 
@@ -23,8 +25,8 @@ def _split(text: str, list_numbers: bool) -> list[str]:
     out, start = [], 0
     for end in _SPLIT.finditer(text):
         piece = text[start:end.end(1)].strip()
-        if list_numbers and _LIST_NUMBER.fullmatch(piece):
-            continue  # the number joins the words after it
+        if list_numbers and (_LIST_NUMBER.fullmatch(piece) or _ABBREVIATION.search(piece)):
+            continue  # the number (the abbreviation) joins the words after it
         out.append(piece)
         start = end.end()
     out.append(text[start:].strip())

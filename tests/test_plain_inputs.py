@@ -244,6 +244,14 @@ def test_a_numbered_list_line_keeps_its_number_and_the_later_ids_do_not_shift(tm
     assert split_note("He took 2. Then he slept.") == ["He took 2.", "Then he slept."]  # a number ending a sentence
 
 
+def test_an_abbreviation_inside_a_note_line_ends_no_sentence():
+    """A note written one sentence a line split "procedures (e.g. TURP)" in two: its later ids shifted against the
+    same note as an XML case."""
+    assert split_note("Options include outlet procedures (e.g. TURP) if he fails. Seen by Dr. Lee today.") == [
+        "Options include outlet procedures (e.g. TURP) if he fails.", "Seen by Dr. Lee today."]
+    assert split_note("Creatinine rose. Ie. Worse.") == ["Creatinine rose.", "Ie.", "Worse."]  # not an abbreviation
+
+
 def test_data_plain_split_lines_takes_each_line_as_one_sentence_as_given(tmp_path):
     note = "Seen today. No fever.\n  1. Aspirin 81 mg  \n\nA. Plan: home."
     [case] = load_plain_cases(jsonl(tmp_path, {**ROW, "note": note, "answer": "One. Two."}),
