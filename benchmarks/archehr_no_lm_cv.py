@@ -40,7 +40,7 @@ from optimizers.logistic import LogisticFit  # noqa: E402
 from programs.archehr.shared.note_layout import is_header  # noqa: E402
 from programs.archehr.shared.similarity import cosine_matrix  # noqa: E402
 from runners.program import contract_for  # noqa: E402
-from tasks.archehr.data import load_cases, load_key  # noqa: E402
+from tasks.archehr.data import Case, KeyCase, load_cases, load_key  # noqa: E402
 from tasks.archehr.scoring import score_subtask2, score_subtask4  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "archehr"
@@ -54,6 +54,26 @@ EVIDENCE_GRID = {"program.evidence.anchor": ["clinician_question", "both"],
 ALIGN_GRID = {"program.alignment.threshold": [0.2, 0.3, 0.4, 0.5], "program.alignment.max_citations": [1, 2, 3],
               "program.alignment.min_links": [0, 1], "program.alignment.margin": ["null", 0.05, 0.1],
               "program.alignment.lexical_weight": [0.0, 0.3]}
+
+
+def load_sets() -> tuple[dict[str, Case], dict[str, KeyCase], dict[str, str], dict[str, str]]:
+    """(cases by id, key, half: clean/realistic, source: the file's stem) of the three hand-written sets."""
+    cases, key, half, source = [], {}, {}, {}
+    for name, kind in SETS:
+        these = load_cases(DATA / f"{name}.xml")
+        cases += these
+        key.update(load_key(DATA / f"{name}_key.json"))
+        half.update({c.case_id: kind for c in these})
+        source.update({c.case_id: name for c in these})
+    return {c.case_id: c for c in cases}, key, half, source
+
+
+def case_folds(by_id: dict, k: int, seed: int) -> tuple[list[str], list[set[str]]]:
+    """(the case ids in their shuffled order, k folds of whole cases): every benchmark that compares with this one's
+    numbers (archehr_reader_cv.py) holds out the same cases."""
+    ids = sorted(by_id)
+    random.Random(seed).shuffle(ids)
+    return ids, [set(ids[i::k]) for i in range(k)]
 
 
 def grid(space: dict[str, list]) -> list[tuple[str, ...]]:
@@ -92,17 +112,8 @@ def main() -> None:
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    cases, key, half, source = [], {}, {}, {}
-    for name, kind in SETS:
-        these = load_cases(DATA / f"{name}.xml")
-        cases += these
-        key.update(load_key(DATA / f"{name}_key.json"))
-        half.update({c.case_id: kind for c in these})
-        source.update({c.case_id: name for c in these})
-    by_id = {c.case_id: c for c in cases}
-    ids = sorted(by_id)
-    random.Random(args.seed).shuffle(ids)
-    folds = [set(ids[i:: args.folds]) for i in range(args.folds)]
+    by_id, key, half, source = load_sets()
+    ids, folds = case_folds(by_id, args.folds, args.seed)
     base_cfg = compose_config(*NO_LM)
     embedder = instantiate(base_cfg.program.embedder)
 
