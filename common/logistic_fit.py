@@ -58,12 +58,12 @@ def out_of_fold(cases: list, fit, predict, k: int) -> list[np.ndarray]:
 
 
 def fit_chosen_c(cases: list, make_fit, probabilities, grid: dict[str, list], score, c: float | None,
-                  inner_folds: int) -> tuple[LogisticHead, dict[str, Any], float, float]:
+                  inner_folds: int, c_grid: tuple[float, ...] = C_GRID) -> tuple[LogisticHead, dict[str, Any], float, float]:
     """(scorer fitted on every case, selection rule, its out-of-fold F1, C): the regularisation C (given, or the one
-    of C_GRID whose out-of-fold F1 with its best selection rule is highest) and the rule are both chosen on
+    of `c_grid` whose out-of-fold F1 with its best selection rule is highest) and the rule are both chosen on
     probabilities of cases the scorer was not fitted on."""
     best: tuple[float, float, dict[str, Any]] | None = None
-    for value in (c,) if c is not None else C_GRID:
+    for value in (c,) if c is not None else c_grid:
         oof = out_of_fold(cases, make_fit(value), probabilities, inner_folds)
         selection, f1 = best_selection(grid, lambda sel, oof=oof: score(oof, sel))
         if best is None or f1 > best[0] + 1e-9:

@@ -6,6 +6,7 @@ scorer saw its own labels for). The alignment head's twin: alignment/fit.py."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +14,7 @@ import dspy
 import numpy as np
 
 from common.errors import ConfigError
-from common.logistic_fit import f1, fit_chosen_c, fit_scorer, plain
+from common.logistic_fit import C_GRID, f1, fit_chosen_c, fit_scorer, plain
 from common.parameters import LogisticHead
 from programs.archehr.evidence.features import EVIDENCE_FEATURE_SET, EVIDENCE_FEATURES, evidence_features
 from programs.archehr.shared.heads import training_cases
@@ -23,6 +24,27 @@ from tasks.archehr.data import Case, KeyCase
 
 EVIDENCE_GRID = {"threshold": [round(x, 3) for x in np.arange(0.05, 0.951, 0.025)],
                  "relative": [0.0, 0.5, 0.6, 0.7, 0.8, 0.9], "min_selected": [1, 2, 3]}
+
+
+# (clinician question, patient narrative, note sentences) -> one row of features per sentence
+FeatureFunction = Callable[[str, str, list[str]], np.ndarray]
+
+
+@dataclass(frozen=True)
+class HeadColumns:
+    """What a head's design matrix is: its columns' names and set, how a case's rows are computed, and the L2
+    strengths its fit chooses among (a wide block such as the reader's 576 columns needs stronger ones)."""
+
+    feature_set: str
+    names: tuple[str, ...]
+    features: FeatureFunction
+    c_grid: tuple[float, ...] = C_GRID
+
+
+def learned_columns(embedder: Any) -> HeadColumns:
+    """The learned head's own columns (evidence/features.py)."""
+    return HeadColumns(EVIDENCE_FEATURE_SET, EVIDENCE_FEATURES,
+                       lambda question, narrative, texts: evidence_features(embedder, question, narrative, texts))
 
 
 @dataclass
@@ -35,9 +57,12 @@ class EvidenceCase:
     supplementary: np.ndarray  # left out of the scorer's training rows (see fit_evidence)
 
 
-def evidence_cases(cases: list[Case], key: dict[str, KeyCase], question_stage: Any, embedder: Any) -> list[EvidenceCase]:
+def evidence_cases(cases: list[Case], key: dict[str, KeyCase], question_stage: Any, embedder: Any,
+                   columns: HeadColumns | None = None) -> list[EvidenceCase]:
     """Each case's features as the program computes them: the question comes from the program's own stage 1 and
-    question and narrative are read separately, as the stage reads them."""
+    question and narrative are read separately, as the stage reads them. `columns`: the head's (default: the
+    learned head's own)."""
+    features = (columns or learned_columns(embedder)).features
     out = []
     for case in cases:
         if not case.sentences or case.case_id not in key:
@@ -45,7 +70,7 @@ def evidence_cases(cases: list[Case], key: dict[str, KeyCase], question_stage: A
         question = question_stage(case.patient_narrative, " ".join(case.patient_question_phrases)).clinician_question
         texts = [s.text for s in case.sentences]
         essential, supplementary = key[case.case_id].essential, key[case.case_id].supplementary
-        out.append(EvidenceCase(case.case_id, evidence_features(embedder, question, case.patient_narrative, texts),
+        out.append(EvidenceCase(case.case_id, features(question, case.patient_narrative, texts),
                                 np.array([float(s.id in essential) for s in case.sentences]),
                                 np.array([not is_header(t) for t in texts], dtype=bool),
                                 [s.id for s in case.sentences],
@@ -68,22 +93,28 @@ def evidence_probabilities(cases: list[EvidenceCase], scorer: LogisticHead) -> l
     return [np.where(c.candidates, scorer.probabilities(c.x), 0.0) for c in cases]
 
 
-def fit_evidence(cases: list[EvidenceCase], c: float | None = None, inner_folds: int = 5) -> dict[str, Any]:
+def fit_evidence(cases: list[EvidenceCase], c: float | None = None, inner_folds: int = 5,
+                 columns: HeadColumns | None = None) -> dict[str, Any]:
     """The evidence part of a state: scorer fitted on every case, C and selection rule on out-of-fold probabilities.
     The scorer learns essential against not-relevant sentences: supplementary ones (relevant context a good answer
     may use) are left out of its rows, which ranks better in cross-validation (+1.3 strict micro F1 on the
-    realistic cases) than counting them as negatives; the selection rule still counts them as errors."""
+    realistic cases) than counting them as negatives; the selection rule still counts them as errors. `columns`
+    names the columns of the cases' x (default: the learned head's own; its features are not computed here)."""
+    names, feature_set, c_grid = ((columns.names, columns.feature_set, columns.c_grid) if columns is not None
+                                  else (EVIDENCE_FEATURES, EVIDENCE_FEATURE_SET, C_GRID))
+
     def make_fit(value: float):
         def fit(train: list[EvidenceCase]) -> LogisticHead:
             keep = [case.candidates & ~case.supplementary for case in train]
             return fit_scorer(np.vstack([case.x[k] for case, k in zip(train, keep, strict=True)]),
                               np.concatenate([case.y[k] for case, k in zip(train, keep, strict=True)]),
-                              EVIDENCE_FEATURES, value, EVIDENCE_FEATURE_SET)
+                              names, value, feature_set)
         return fit
 
     scorer, selection, oof_f1, chosen = fit_chosen_c(cases, make_fit, evidence_probabilities, EVIDENCE_GRID,
-                                                      lambda oof, sel: evidence_f1(cases, oof, sel), c, inner_folds)
-    return {"feature_set": EVIDENCE_FEATURE_SET, "scorer": scorer, "selection": plain(selection),
+                                                      lambda oof, sel: evidence_f1(cases, oof, sel), c, inner_folds,
+                                                      c_grid)
+    return {"feature_set": feature_set, "scorer": scorer, "selection": plain(selection),
             "fit": {"cases": len(cases), "sentences": int(sum(len(x.y) for x in cases)),
                     "essential": int(sum(x.y.sum() for x in cases)), "C": chosen,
                     "strict_micro_f1_out_of_fold": round(oof_f1, 2),
@@ -92,11 +123,12 @@ def fit_evidence(cases: list[EvidenceCase], c: float | None = None, inner_folds:
 
 
 def fit_evidence_head(trainset: list[dspy.Example], question_stage: Any, embedder: Any,
-                      c: float | None = None) -> dict[str, Any]:
-    """The evidence head's fit on the training examples, the features computed with `question_stage`'s questions."""
+                      c: float | None = None, columns: HeadColumns | None = None) -> dict[str, Any]:
+    """The evidence head's fit on the training examples, the features computed with `question_stage`'s questions;
+    `columns`: the head's (default: the learned head's own)."""
     cases, key = training_cases(trainset, "the learned evidence head")
     if not any(key[c_.case_id].essential for c_ in cases):
         raise ConfigError("the learned evidence head: no training case has an essential sentence in data.train_key")
-    part = fit_evidence(evidence_cases(cases, key, question_stage, embedder), c)
+    part = fit_evidence(evidence_cases(cases, key, question_stage, embedder, columns), c, columns=columns)
     part["fit"] = {**part["fit"], "case_ids": sorted(c_.case_id for c_ in cases)}
     return part

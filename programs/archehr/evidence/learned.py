@@ -19,7 +19,8 @@ import numpy as np
 from common.errors import ConfigError
 from common.parameters import LogisticHead
 from programs.archehr.evidence.embedding import DEFAULT_CUTS, to_likert
-from programs.archehr.evidence.features import EVIDENCE_FEATURE_SET, EVIDENCE_FEATURES, evidence_features
+from programs.archehr.evidence.features import EVIDENCE_FEATURE_SET, EVIDENCE_FEATURES
+from programs.archehr.evidence.fit import HeadColumns, learned_columns
 from programs.archehr.shared.heads import check_override, fitted_selection, training_cases
 from programs.archehr.shared.note_layout import is_header
 from programs.archehr.shared.selection import select_by_probability
@@ -57,6 +58,10 @@ class LearnedEvidenceScorer(dspy.Module):
     def selection(self) -> dict[str, Any]:
         return fitted_selection(self.scorer, self.overrides, "program.evidence")
 
+    def columns(self) -> HeadColumns:
+        """The scorer's columns and how they are computed (evidence/reader.py adds the reader's)."""
+        return learned_columns(self.embedder)
+
     def preflight(self, trainset: list[dspy.Example]) -> None:
         """What fit needs of `trainset` (cases with a note and a key), checked before the compile's scoring."""
         training_cases(trainset, "the learned evidence head")
@@ -72,7 +77,7 @@ class LearnedEvidenceScorer(dspy.Module):
         if question is None:
             raise ConfigError("the learned evidence head is fitted inside its program (its question stage makes the "
                               "questions its features use): task=compile with optimizer=logistic or optimizer=fit")
-        part = fit_evidence_head(trainset, question, self.embedder, c)
+        part = fit_evidence_head(trainset, question, self.embedder, c, self.columns())
         head = part["scorer"]
         self.scorer.set(head.mean, head.scale, head.coef, head.intercept, part["selection"], part["fit"])
         return part["fit"]
@@ -80,7 +85,7 @@ class LearnedEvidenceScorer(dspy.Module):
     def probabilities(self, clinician_question: str, patient_narrative: str,
                       sentences: list[NoteSentence]) -> np.ndarray:
         question, narrative = anchor_parts(self.anchor, clinician_question, patient_narrative)
-        x = evidence_features(self.embedder, question, narrative, [s.text for s in sentences])
+        x = self.columns().features(question, narrative, [s.text for s in sentences])
         p = self.scorer.probabilities(x)
         return np.where([is_header(s.text) for s in sentences], 0.0, p)
 
