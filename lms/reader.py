@@ -125,13 +125,20 @@ def _load(path: Path, n_ctx: int, n_gpu_layers: int) -> tuple[Any, Any, threadin
             atexit.register(_free_all)
         # flash attention off: the CPU's flash attention adds a token's attention over the threads' parts, so vectors
         # changed with the thread count; plain attention computes each output on one thread
-        llm = llama_cpp.Llama(model_path=str(path), embedding=True, pooling_type=llama_cpp.LLAMA_POOLING_TYPE_NONE,
-                              n_ctx=n_ctx, n_batch=n_ctx, n_ubatch=min(n_ctx, 512), n_threads=1,
-                              n_gpu_layers=n_gpu_layers, flash_attn=False, verbose=False)
-        if len(llm.tokenize(b"<|im_start|>", add_bos=False, special=True)) != 1:
+        # pooling left to the model: a chat model has none, so every token's hidden state comes back (naming NONE
+        # gives the same vectors but llama.cpp then prints a line on stderr at every load)
+        llm = llama_cpp.Llama(model_path=str(path), embedding=True,
+                              pooling_type=llama_cpp.LLAMA_POOLING_TYPE_UNSPECIFIED, n_ctx=n_ctx, n_batch=n_ctx,
+                              n_ubatch=min(n_ctx, 512), n_threads=1, n_gpu_layers=n_gpu_layers, flash_attn=False,
+                              verbose=False)
+        problem = ("pools its outputs itself (a sentence-embedding model)"
+                   if llm.pooling_type() != llama_cpp.LLAMA_POOLING_TYPE_NONE else
+                   "has no ChatML markers (<|im_start|>)"
+                   if len(llm.tokenize(b"<|im_start|>", add_bos=False, special=True)) != 1 else "")
+        if problem:
             llm.close()
-            raise ConfigError(f"reader: {path.name} has no ChatML markers (<|im_start|>); the reader's prompts are "
-                              "ChatML (SmolLM2, Qwen)")
+            raise ConfigError(f"reader: {path.name} {problem}; the reader reads with a ChatML chat model (SmolLM2, "
+                              "Qwen)")
         # a batch of our own: every token marked as an output (a hidden state read back), as embedding mode wants
         _LOADED[key] = (llm, llama_cpp.llama_batch_init(n_ctx, 0, 1), threading.Lock())
         return _LOADED[key]
