@@ -1,21 +1,23 @@
-"""Cross-validated evidence heads on the learned head's features, on an LM reader's features (lms/reader.py), and on
-both (issue #70).
+"""Cross-validated evidence heads on the learned head's features, on an LM reader's features (lms/reader.py), both
+side by side, and the reader stage as it is fitted (issue #70).
 
     python benchmarks/archehr_reader_cv.py [--forms question/last question/note_mean ...] [--threads auto]
 
 Cases: the 66 hand-written cases with their keys (dev_cases.xml + realistic_cases_a/b.xml), in the folds of
 benchmarks/archehr_no_lm_cv.py (the same seed holds out the same cases). The questions are the ones the program's
 own question stage writes (as task=compile fits the head), the head's features computed as its fit computes them
-(programs/archehr/evidence/fit.py). Per feature set and outer fold: one logistic regression (standardised,
-class-balanced) fitted on the other folds, its L2 strength and its selection rule (threshold / relative / minimum)
-chosen on inner out-of-fold probabilities of those folds only (common/logistic_fit.py, as the head's own fit
-chooses them); the held-out fold is scored once. "head as compiled" is the shipped head's own fit on its own
-features (evidence/fit.py, unbalanced, its C grid): the anchor to benchmarks/results_archehr_no_lm_cv.txt.
+(programs/archehr/evidence/fit.py). Per row and outer fold, everything is fitted on the other folds only and the
+held-out fold is scored once:
+
+* learned head as compiled / reader stage: the stages' own fits (evidence/fit.py; evidence/reader_fit.py, the
+  reader's log-odds stacked as one column beside the head's), their C and selection rule on inner folds;
+* the other rows: one logistic regression (standardised, class-balanced) over the named columns, its C (C_VALUES)
+  and selection rule (threshold / relative / minimum) chosen on inner out-of-fold probabilities.
 
 Features are computed once and kept under benchmarks/.cache/reader_cv/ (gitignored: the reader's vectors, the
-question candidates and the sentence vectors in DSPy's cache there, the feature matrices and the seconds they took
-in .npz files), so a rerun only fits and scores. Seconds per case: the reader's reading of every sentence of a case
-on this machine, at the threads it was given (the load of the model not included; it is printed apart).
+question candidates and the sentence vectors in DSPy's cache there, the feature matrices in .npz files), so a rerun
+only fits and scores. Seconds per case are measured apart: each form read afresh (no cache) in a fresh process on a
+few cases, the model load and the process's resident memory printed beside them (timing_<model>.json there).
 """
 
 from __future__ import annotations
@@ -99,35 +101,69 @@ def head_features(by_id: dict, key: dict, ids: list[str]) -> tuple[list[Evidence
 
 
 def reader_features(form: str, by_id: dict, ids: list[str], questions: dict[str, str], threads: Any,
-                    model: str) -> tuple[dict[str, np.ndarray], dict[str, float]]:
-    """{case: (sentences, dim)} of one reader form ("<form>/<pooling>"), and how long the reading took."""
+                    model: str) -> dict[str, np.ndarray]:
+    """{case: (sentences, dim)} of one reader form ("<form>/<pooling>"), kept in reader_<model>_<form>.npz with the
+    questions it read (other questions: read again)."""
     path = CACHE / f"reader_{model}_{form.replace('/', '_')}.npz"
     if path.is_file():
         kept = np.load(path, allow_pickle=False)
         if kept["questions"].tolist() == [questions[c] for c in ids]:
-            return {c: kept[f"x_{c}"] for c in ids}, json.loads(str(kept["timing"]))
+            return {c: kept[f"x_{c}"] for c in ids}
     from lms.reader import GGUFReader
 
     prompt_form, pooling = form.split("/")
     reader = GGUFReader(model=model, form=prompt_form, pooling=pooling, threads=threads, cache=True)
-    rss_before = _rss_mb()
-    start = time.perf_counter()
-    reader.dim  # noqa: B018 (loads the model)
-    load = time.perf_counter() - start
-    rss_loaded = _rss_mb()
     out, start = {}, time.perf_counter()
     for n, c in enumerate(ids):
         case = by_id[c]
         out[c] = reader.read(questions[c], [s.text for s in case.sentences], case.patient_narrative)
         print(f"\r{form}: {n + 1}/{len(ids)} cases, {time.perf_counter() - start:.0f} s", end="", file=sys.stderr)
     print(file=sys.stderr)
+    np.savez(path, questions=np.array([questions[c] for c in ids]), **{f"x_{c}": out[c] for c in ids})
+    return out
+
+
+def time_forms(forms: list[str], by_id: dict, half: dict[str, str], questions: dict[str, str], threads: Any,
+               model: str, n: int) -> dict[str, dict[str, float]]:
+    """Seconds per case of each form read afresh (no cache) on the first n clean and n realistic cases, in a fresh
+    process per form (the model load and its resident memory included apart); kept in timing_<model>.json."""
+    import subprocess
+
+    path = CACHE / f"timing_{model}.json"
+    kept = json.loads(path.read_text()) if path.is_file() else {}
+    for form in forms:
+        if form in kept:
+            continue
+        ids = [c for c in sorted(by_id) if half[c] == "clean"][:n] + [c for c in sorted(by_id) if half[c] != "clean"][:n]
+        job = json.dumps({"form": form, "model": model, "threads": threads, "cases": ids,
+                          "questions": [questions[c] for c in ids]})
+        done = subprocess.run([sys.executable, __file__, "--time-one", job], capture_output=True, text=True,
+                              check=True)
+        kept[form] = json.loads(done.stdout.strip().splitlines()[-1])
+        path.write_text(json.dumps(kept, indent=1))
+    return {form: kept[form] for form in forms}
+
+
+def time_one(job: dict[str, Any]) -> None:
+    """One form's timing in this fresh process (time_forms): prints one JSON line."""
+    from lms.reader import GGUFReader
+
+    by_id = load_sets()[0]
+    before = _rss_mb()
+    start = time.perf_counter()
+    prompt_form, pooling = job["form"].split("/")
+    reader = GGUFReader(model=job["model"], form=prompt_form, pooling=pooling, threads=job["threads"], cache=False)
+    reader.dim  # noqa: B018 (loads the model)
+    load = time.perf_counter() - start
+    load_avg, start = os.getloadavg()[0], time.perf_counter()
+    for c, question in zip(job["cases"], job["questions"], strict=True):
+        reader.read(question, [s.text for s in by_id[c].sentences], by_id[c].patient_narrative)
     seconds = time.perf_counter() - start
-    timing = {"seconds": seconds, "cases": len(ids), "sentences": int(sum(len(by_id[c].sentences) for c in ids)),
-              "load_seconds": load, "rss_model_mb": rss_loaded - rss_before, "rss_after_mb": _rss_mb(),
-              "threads": str(threads), "load_average": os.getloadavg()[0]}
-    np.savez(path, questions=np.array([questions[c] for c in ids]), timing=json.dumps(timing),
-             **{f"x_{c}": out[c] for c in ids})
-    return out, timing
+    sentences = sum(len(by_id[c].sentences) for c in job["cases"])
+    print(json.dumps({"seconds_per_case": seconds / len(job["cases"]), "sentences_per_case": sentences / len(
+        job["cases"]), "seconds_per_sentence": seconds / sentences, "load_seconds": load,
+        "rss_mb": _rss_mb() - before, "threads": str(job["threads"]), "load_average": (load_avg + os.getloadavg()[0]) / 2,
+        "cases": len(job["cases"])}))
 
 
 def _rss_mb() -> float:
@@ -220,14 +256,22 @@ def main() -> None:
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rows", nargs="*", help="only the rows whose name holds one of these words")
+    parser.add_argument("--time-cases", type=int, default=3, help="clean and realistic cases each, timed afresh")
+    parser.add_argument("--time-one", help=argparse.SUPPRESS)
+    parser.add_argument("--timing-only", action="store_true", help="only the seconds-per-case table (any --model)")
     parser.add_argument("--features-only", action="store_true", help="compute and keep the features, no CV")
     args = parser.parse_args()
+    if args.time_one:
+        return time_one(json.loads(args.time_one))
     threads = args.threads if args.threads == "auto" else int(args.threads)
     CACHE.mkdir(parents=True, exist_ok=True)
     dspy.configure_cache(disk_cache_dir=str(CACHE / "dspy"), enable_memory_cache=True)
     by_id, key, half, _ = load_sets()
     ids, folds = case_folds(by_id, args.folds, args.seed)
     head, questions = head_features(by_id, key, ids)
+    if args.timing_only:
+        return print_timing(time_forms(args.forms, by_id, half, questions, threads, args.model, args.time_cases),
+                            args.model, args.time_cases)
     readers = {form: reader_features(form, by_id, ids, questions, threads, args.model) for form in args.forms}
     if args.features_only:
         return
@@ -235,7 +279,7 @@ def main() -> None:
     rows: list[tuple[str, list[dict[str, np.ndarray]] | None, bool, dict[str, np.ndarray] | None]] = [
         ("**learned head** as compiled (evidence=learned, evidence/fit.py)", None, True, None),
         ("head's features, balanced", None, False, None)]
-    for form, (vectors, _) in readers.items():
+    for form, vectors in readers.items():
         rows.append((f"reader {form}", [vectors], False, None))
         rows.append((f"head's features + reader {form}", [{c.case_id: c.x for c in head}, vectors], False, None))
         rows.append((f"**reader stage** (evidence=reader, {form}: the head + the reader's log-odds, stacked)", None,
@@ -263,12 +307,19 @@ def main() -> None:
         width = cases[0].x.shape[1] + (stacked is not None)
         print(f"| {name} ({width} columns) | {r['auc']:.3f} | {r['ap']:.3f} | {r['auc_rel']:.3f} | "
               f"{r['ap_rel']:.3f} | " + " | ".join(cells) + f" | {', '.join(str(c) for c in out['C'])} |", flush=True)
-    print("\n| reader form | seconds per case | seconds per sentence | threads | load average then | model load s | "
-          "resident MB added by the model |")
-    print("|---|---|---|---|---|---|---|")
-    for form, (_, t) in readers.items():
-        print(f"| {form} | {t['seconds'] / t['cases']:.2f} | {t['seconds'] / t['sentences']:.3f} | {t['threads']} | "
-              f"{t['load_average']:.1f} | {t['load_seconds']:.1f} | {t['rss_model_mb']:.0f} |")
+    print_timing(time_forms(args.forms, by_id, half, questions, threads, args.model, args.time_cases), args.model,
+                 args.time_cases)
+
+
+def print_timing(timing: dict[str, dict[str, float]], model: str, n: int) -> None:
+    print(f"\nSeconds per case of the {model} reader, each form read afresh (no cache) in a fresh process on {n} clean "
+          f"+ {n} realistic cases; the model load and the process's resident memory apart:\n")
+    print("| reader form | seconds per case | sentences per case | seconds per sentence | threads | load average | "
+          "model load s | resident MB (reader process) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for form, t in timing.items():
+        print(f"| {form} | {t['seconds_per_case']:.2f} | {t['sentences_per_case']:.0f} | {t['seconds_per_sentence']:.3f} | "
+              f"{t['threads']} | {t['load_average']:.1f} | {t['load_seconds']:.1f} | {t['rss_mb']:.0f} |")
 
 
 if __name__ == "__main__":
