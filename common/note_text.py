@@ -1,8 +1,8 @@
 """Sentence splitting, one rule for everything: an answer or a narrative (`split_sentences`), and a note pasted as
 plain text, split into numbered sentences the way a case file holds them (`split_note`: one per line, and a line of
 several sentences split at sentence ends; a header such as "HOSPITAL COURSE:" stays its own sentence; a list
-number such as "1." and an abbreviation such as "e.g." or "Dr." stay with the words after them). `split_note(text, "lines")` takes each line as one sentence, as
-given, for a note its writer already split."""
+number such as "1." and an abbreviation such as "e.g." or "Dr." stay with the words after them).
+`split_note(text, "lines")` takes each line as one sentence, as given, for a note its writer already split."""
 
 from __future__ import annotations
 
