@@ -69,3 +69,16 @@ def keyed_examples(name: str, limit: int) -> list[dspy.Example]:
     data = Path(__file__).resolve().parents[1] / "data" / "archehr"
     cases, key = load_cases(data / f"{name}.xml")[:limit], load_key(data / f"{name}_key.json")
     return [dspy.Example(case=c, key=key[c.case_id]).with_inputs("case") for c in cases]
+
+
+def qwen_installed() -> bool:
+    """Whether the 1.5B Qwen's 22 part packages (the `[qwen]` extra) are all installed."""
+    from common.packaged import ModelPackageError, package_folder
+    from lms.model_parts import QWEN_CODER_1_5B
+
+    try:
+        for n in range(1, QWEN_CODER_1_5B.parts + 1):
+            package_folder(QWEN_CODER_1_5B.package(n))
+    except ModelPackageError:
+        return False
+    return True

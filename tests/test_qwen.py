@@ -8,24 +8,14 @@ import json
 
 import pytest
 
-from common.packaged import ModelPackageError, package_folder
-from lms.model_parts import QWEN_CODER_1_5B
+from tests.builders import qwen_installed
 from tests.cli import run_main
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.lm, pytest.mark.embedded_lm, pytest.mark.slow]
 
 
-def _installed() -> bool:
-    try:
-        for n in range(1, QWEN_CODER_1_5B.parts + 1):
-            package_folder(QWEN_CODER_1_5B.package(n))
-    except ModelPackageError:
-        return False
-    return True
-
-
-if not _installed():
+if not qwen_installed():
     pytest.skip('the 1.5B Qwen is not installed (pip install -e ".[qwen]": its 22 part packages)',
                 allow_module_level=True)
 

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 import lms.reader as reader_module
-from common.errors import ClinprogError, ConfigError
-from common.packaged import ModelPackageError, package_folder
+from common.errors import ConfigError
+from common.packaged import ModelPackageError
 from lms.errors import LMConfigError
-from lms.model_parts import QWEN_CODER_1_5B
 from lms.reader import GGUFReader
 from tasks.archehr.data import load_cases
+from tests.builders import qwen_installed
 from tests.cli import one_error_line, run_main
 from tests.conftest import BUNDLED_CASES
 
@@ -96,31 +96,27 @@ def test_a_missing_model_or_a_bad_setting_is_one_line(tmp_path, monkeypatch):
                                          "(pip install -e \".[qwen]\")") and "\n" not in str(no_qwen.value)
 
 
-def _qwen_installed() -> bool:
-    try:
-        for n in range(1, QWEN_CODER_1_5B.parts + 1):
-            package_folder(QWEN_CODER_1_5B.package(n))
-    except ClinprogError:
-        return False
-    return True
+NO_QWEN = pytest.mark.skipif(not qwen_installed(), reason='the 1.5B Qwen is not installed (pip install -e ".[qwen]")')
 
 
-@pytest.mark.skipif(not _qwen_installed(), reason='the 1.5B Qwen is not installed (pip install -e ".[qwen]")')
+@NO_QWEN
 def test_the_qwen_reader_gives_its_widths_vectors(own_cache):
     reader = GGUFReader(model="qwen2.5-coder-1.5b", cache=False)
     vectors = reader.read(QUESTION, SENTENCES[:2])
     assert vectors.shape == (2, 1536) and np.isfinite(vectors).all()
 
 
-def test_the_reader_preset_runs_one_bundled_case_end_to_end(tmp_path):
+@pytest.mark.parametrize(("preset", "model"), [("reader", "smollm2"),
+                                               pytest.param("reader_qwen", "qwen2.5-coder-1.5b", marks=NO_QWEN)])
+def test_the_reader_preset_runs_one_bundled_case_end_to_end(tmp_path, preset, model):
     out = tmp_path / "run"
-    proc = run_main("program=archehr", "experiment=reader", "data.limit=1", f"hydra.run.dir={out}",
+    proc = run_main("program=archehr", f"experiment={preset}", "data.limit=1", f"hydra.run.dir={out}",
                     f"cache_dir={tmp_path / 'cache'}", "progress=false", "metrics.bertscore=null", quiet=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     record = json.loads((out / "predictions.jsonl").read_text().splitlines()[0])
     assert record["case_id"] == CASE.case_id and record["evidence_ids"]
     assert set(record["evidence_ids"]) <= {s.id for s in CASE.sentences}
-    assert json.loads((out / "config.json").read_text())["program"]["evidence"]["reader"]["model"] == "smollm2"
+    assert json.loads((out / "config.json").read_text())["program"]["evidence"]["reader"]["model"] == model
     assert (out / "scores.json").is_file()
 
 
@@ -128,13 +124,3 @@ def test_the_reader_stage_with_the_default_state_says_which_state_to_load(tmp_pa
     proc = run_main("program=archehr", "program/archehr/evidence=reader", "data.limit=1",
                     f"hydra.run.dir={tmp_path / 'run'}", f"cache_dir={tmp_path / 'cache'}", "progress=false")
     assert "experiment=reader loads data/archehr/compiled_reader.json" in one_error_line(proc)
-
-
-@pytest.mark.skipif(not _qwen_installed(), reason='the 1.5B Qwen is not installed (pip install -e ".[qwen]")')
-def test_the_qwen_reader_preset_runs_one_bundled_case_end_to_end(tmp_path):
-    out = tmp_path / "run"
-    proc = run_main("program=archehr", "experiment=reader_qwen", "data.limit=1", f"hydra.run.dir={out}",
-                    f"cache_dir={tmp_path / 'cache'}", "progress=false", "metrics.bertscore=null", quiet=True)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    record = json.loads((out / "predictions.jsonl").read_text().splitlines()[0])
-    assert record["evidence_ids"] and set(record["evidence_ids"]) <= {s.id for s in CASE.sentences}

@@ -83,7 +83,14 @@ def check_anchor(anchor: str, where: str = "program.evidence.anchor") -> str:
     return anchor
 
 
+def anchor_parts(anchor: str, clinician_question: str, patient_narrative: str) -> tuple[str, str]:
+    """(question, narrative) a stage that reads both scores the sentences against: an anchor of one part is both."""
+    return {"clinician_question": (clinician_question, clinician_question),
+            "patient_narrative": (patient_narrative, patient_narrative),
+            "both": (clinician_question, patient_narrative)}[anchor]
+
+
 def anchor_text(anchor: str, clinician_question: str, patient_narrative: str) -> str:
     """The one text a stage that reads a single query scores the sentences against."""
-    return {"clinician_question": clinician_question, "patient_narrative": patient_narrative,
-            "both": f"{clinician_question} {patient_narrative}"}[anchor]
+    question, narrative = anchor_parts(anchor, clinician_question, patient_narrative)
+    return f"{question} {narrative}" if anchor == "both" else question

@@ -24,16 +24,9 @@ from programs.archehr.evidence.fit import HeadColumns, learned_columns
 from programs.archehr.shared.heads import check_override, fitted_selection, training_cases
 from programs.archehr.shared.note_layout import is_header
 from programs.archehr.shared.selection import select_by_probability
-from programs.archehr.stages import check_anchor
+from programs.archehr.stages import anchor_parts, check_anchor
 from retrieval.embed import Embedder
 from tasks.archehr.data import NoteSentence
-
-
-def anchor_parts(anchor: str, clinician_question: str, patient_narrative: str) -> tuple[str, str]:
-    """(question, narrative) the features read: an anchor of one part reads it as both."""
-    return {"clinician_question": (clinician_question, clinician_question),
-            "patient_narrative": (patient_narrative, patient_narrative),
-            "both": (clinician_question, patient_narrative)}[anchor]
 
 
 class LearnedEvidenceScorer(dspy.Module):
