@@ -22,8 +22,8 @@ class MediqaDataError(ClinprogError, ValueError):
     """Malformed MEDIQA-CORR input; the message names the file, the row and the column."""
 
 
-# the text id of the official scorer's line pattern (submission.LINE): the one id rule for a run's notes and a
-# request's, checked before any model call
+# the text id of the official scorer's line pattern (submission.LINE is built on it): the one id rule for a run's
+# notes and a request's, checked before any model call
 TEXT_ID = re.compile(r"[a-z0-9\-]+")
 
 
@@ -121,8 +121,8 @@ def load_notes(path: str | Path, limit: int | None = None) -> list[Note]:
                 if not text_id:
                     raise MediqaDataError(f"{where}: empty 'Text ID'")
                 where = f"{path}, row {n} ({text_id})"
-                if text_id_problem(text_id):
-                    raise MediqaDataError(f"{where}: 'Text ID': {text_id_problem(text_id)}")
+                if problem := text_id_problem(text_id):
+                    raise MediqaDataError(f"{where}: 'Text ID': {problem}")
                 if text_id in first_row:
                     raise MediqaDataError(f"{where}: duplicate 'Text ID' (first at row {first_row[text_id]})")
                 first_row[text_id] = str(n)

@@ -6,10 +6,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks.mediqa_corr.data import MediqaDataError
+from tasks.mediqa_corr.data import TEXT_ID, MediqaDataError
 
-# The official scorer's line pattern (its text id: data.TEXT_ID)
-LINE = re.compile(r"[a-z0-9\-]+\s[0-9]+\s\-?[0-9]+\s.+")
+# The official scorer's line pattern: the text id, the flag, the sentence id, the correction
+LINE = re.compile(TEXT_ID.pattern + r"\s[0-9]+\s\-?[0-9]+\s.+")
 
 
 @dataclass(frozen=True)
