@@ -32,7 +32,7 @@ class RateLimiter(BaseCallback):
 
     def reserve(self, tokens: int) -> float:
         """Book one request of `tokens` now and return 0, or return the seconds to wait before asking again (a
-        shared limiter serving several processes answers this without blocking; see runners/executors/limits.py)."""
+        shared limiter serving several processes answers this without blocking; see runners/executors/program_worker.py)."""
         with self._lock:
             now = self._clock()
             self._expire(now)

@@ -8,7 +8,28 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from typing import Any
+
+from dspy.utils.callback import BaseCallback
+
+from lms.rate_limit import request_tokens
+
+
+class RemoteRateLimiter(BaseCallback):
+    """`lm.rate_limit` for a whole Ray run: every LM request of every worker first books its place with the run's one
+    limiter, a `lms.rate_limit.RateLimiter` actor. The actor never blocks: it answers 0 or how long to wait, and this
+    callback sleeps that long and asks again; one clock (the actor's) decides, so workers on different machines agree."""
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+
+    def on_lm_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
+        import ray
+
+        tokens = request_tokens(inputs)
+        while wait := ray.get(self.actor.reserve.remote(tokens)):
+            time.sleep(wait)
 
 
 class ProgramWorker:
@@ -31,7 +52,6 @@ class ProgramWorker:
 
         from common.contract import contract_for
         from common.logs import quiet_third_party
-        from runners.executors.limits import RemoteRateLimiter
         from runners.executors.predictor import build_predictor
 
         cfg = OmegaConf.create(self._config)

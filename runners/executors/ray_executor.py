@@ -5,7 +5,7 @@
   worker runs.
 - `executor.num_workers` actors each build the program once (program_worker.py) and run `lm.num_threads` items at a
   time; each holds one more item queued so it never waits for the driver between items.
-- `lm.rate_limit` is one limiter actor for all workers (limits.py).
+- `lm.rate_limit` is one limiter actor for all workers (program_worker.RemoteRateLimiter).
 - A worker that dies loses only its items in flight: they go back to the queue once and a fresh worker takes its
   place once (a new actor: Ray queues items for an actor being created, while a restarting one refuses them); an
   item lost twice, or items left when every worker is gone, stay for the rerun to resume (one error line).
@@ -99,12 +99,12 @@ class RayExecutor:
         return True
 
     def _start_workers(self, ray: Any, num_threads: int) -> tuple[list[Slot], Any, Callable[[], Any]]:
-        from runners.executors.limits import SharedLimiter
+        from lms.rate_limit import RateLimiter
         from runners.executors.program_worker import ProgramWorker
 
         limiter = None
         if self.limits:
-            limiter = ray.remote(SharedLimiter).options(num_cpus=0).remote(*self.limits)
+            limiter = ray.remote(RateLimiter).options(num_cpus=0).remote(*self.limits)
         worker = ray.remote(ProgramWorker).options(num_cpus=self.settings["cpus_per_worker"], max_restarts=0,
                                                    max_concurrency=max(1, num_threads))
 
