@@ -1,7 +1,9 @@
-"""The one way tests run clinprog as a user does (`python main.py ...`), and a fake LM server.
+"""How tests run clinprog, and a fake LM server.
 
-`run_main` is the CLI helper every test of a command uses (in this process unless `process=True`); `quiet=True`
-adds the flags most tests want (no progress bars, no BERTScore model). `fake_openai_server` is a real HTTP server
+`dispatch_run` composes the config and calls the dispatcher in this process, as lightning-hydra-template's tests
+compose and call `train(cfg)`: most tests. `run_main` starts `python main.py ...` as a user does, for what only a
+process shows (the command line's own refusals, exit on a signal, locks, launchers, output on file descriptors).
+`quiet=True` adds the flags most tests want (no progress bars, no BERTScore model). `fake_openai_server` is a real HTTP server
 on 127.0.0.1 speaking enough of the OpenAI API (`GET /v1/models`, `POST /v1/chat/completions`) for
 `lm=openai_compatible`: `reply(last message) -> content`.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import io
 import json
 import os
 import subprocess
@@ -17,6 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.in_process import exit_code_of, main_in_process  # noqa: F401 (re-exported: the tests' helpers)
@@ -41,8 +45,71 @@ def run_main(*args: str, cwd: str | Path = ROOT, env: dict[str, str | None] | No
     return main_in_process(argv, cwd=cwd, env=environment)
 
 
-def one_error_line(proc: subprocess.CompletedProcess) -> str:
-    """The command's stderr, which must be exactly one `error:` line (exit 2, no traceback)."""
+@dataclass
+class Dispatched:
+    """What `dispatch(cfg)` did: what it returned, its exit code (a SystemExit's; 0 when none), what it printed."""
+
+    value: float | None
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def composed(*overrides: str):
+    """conf/config.yaml composed with `overrides` by Hydra's compose API, Hydra's own node included."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+
+
+def dispatch_run(*overrides: str, quiet: bool = False) -> Dispatched:
+    """Compose the config with `overrides` and call `runners.dispatch.dispatch` with it, as `python main.py` does once
+    Hydra has composed: the run folder is `hydra.run.dir` (created, as Hydra does) and HydraConfig is set, as the
+    tasks read it. An unexpected exception propagates; Hydra's callbacks, its .hydra files and log handlers are not
+    run (a test of those starts a process: `run_main`; log lines: pytest's caplog)."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict, read_write
+
+    from runners.dispatch import dispatch
+
+    cfg = composed(*overrides, *(QUIET if quiet else ()))
+    folder = Path(str(cfg.hydra.run.dir)).absolute()
+    folder.mkdir(parents=True, exist_ok=True)
+    with read_write(cfg.hydra.runtime):
+        cfg.hydra.runtime.output_dir = str(folder)
+    HydraConfig.instance().set_config(cfg)
+    task_cfg = cfg.copy()
+    with read_write(task_cfg), open_dict(task_cfg):
+        del task_cfg["hydra"]  # the task sees the config without Hydra's own node, as under @hydra.main
+    out, err = io.StringIO(), io.StringIO()
+    value, code = None, 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            value = dispatch(task_cfg)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        HydraConfig.instance().cfg = None
+    return Dispatched(value, code, out.getvalue(), err.getvalue())
+
+
+def composition_error(*overrides: str) -> str:
+    """The `error:` line `main.cli()` prints for a command line Hydra cannot compose: compose raises, and
+    common/overrides.config_mistake names the closest valid key, group or option."""
+    from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
+
+    from common.overrides import config_mistake
+
+    try:
+        composed(*overrides)
+    except (ConfigCompositionException, MissingConfigException, OverrideParseException) as exc:
+        return f"error: {config_mistake(list(overrides), exc)}"
+    raise AssertionError(f"Hydra composed {overrides}")
+
+
+def one_error_line(proc: subprocess.CompletedProcess | Dispatched) -> str:
+    """The command's (or the dispatch's) stderr, which must be exactly one `error:` line (exit 2, no traceback)."""
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-2000:]
     return lines[0]

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from tests.cli import run_main
+from tests.cli import composition_error, dispatch_run, run_main
 
 pytestmark = pytest.mark.unit
 
@@ -28,23 +28,29 @@ pytestmark = pytest.mark.unit
     (["executor=rays"], "error: executor=rays: conf/executor/ has no rays.yaml; did you mean executor=ray? options: "
                         "local, ray"),
 ])
-def test_a_mistyped_key_group_or_option_is_one_line_naming_the_closest(args, line, tmp_path):
-    proc = run_main(*args, f"hydra.run.dir={tmp_path / 'run'}", env={"HYDRA_FULL_ERROR": None})
-    assert proc.returncode == 2 and proc.stderr == line + "\n", proc.stderr
-    assert "+" not in proc.stderr.split("did you mean", 1)[-1]  # never advises adding the typo as a new key
+def test_a_mistyped_key_group_or_option_is_one_line_naming_the_closest(args, line):
+    assert composition_error(*args) == line
+    assert "+" not in line.split("did you mean", 1)[-1]  # never advises adding the typo as a new key
+
+
+def test_the_command_line_prints_a_mistake_as_its_one_line(tmp_path):
+    """`main.cli()`: the line above is all of stderr, exit 2, no run folder, HYDRA_FULL_ERROR not left set."""
+    proc = run_main("lm=gemeni", f"hydra.run.dir={tmp_path / 'run'}", env={"HYDRA_FULL_ERROR": None}, process=True)
+    assert proc.returncode == 2 and proc.stderr == composition_error("lm=gemeni") + "\n", proc.stderr
     assert not (tmp_path / "run").exists() and "HYDRA_FULL_ERROR" not in os.environ
 
 
 def test_an_override_nested_too_deeply_to_parse_is_one_line(tmp_path):
     """benchmarks/probe.py: `+x=[[[...]]]` 300 levels deep was Hydra's RecursionError traceback."""
-    proc = run_main("+x=" + "[" * 300 + "]" * 300, f"hydra.run.dir={tmp_path / 'run'}", env={"HYDRA_FULL_ERROR": None})
+    proc = run_main("+x=" + "[" * 300 + "]" * 300, f"hydra.run.dir={tmp_path / 'run'}", env={"HYDRA_FULL_ERROR": None},
+                    process=True)
     assert proc.returncode == 2
     assert proc.stderr == "error: +x: a value nested 300 levels deep; the command line takes at most 32\n", proc.stderr
     assert not (tmp_path / "run").exists()
 
 
 def test_hydra_full_error_set_by_the_user_still_gives_hydras_own_error(tmp_path):
-    proc = run_main("lm=gemeni", f"hydra.run.dir={tmp_path / 'run'}", env={"HYDRA_FULL_ERROR": "1"})
+    proc = run_main("lm=gemeni", f"hydra.run.dir={tmp_path / 'run'}", env={"HYDRA_FULL_ERROR": "1"}, process=True)
     assert proc.returncode == 1 and "MissingConfigException" in proc.stderr
 
 
@@ -55,7 +61,7 @@ def test_hydra_full_error_set_by_the_user_still_gives_hydras_own_error(tmp_path)
                                     "(ModuleNotFoundError(\"No module named 'nope'\"))"),
 ])
 def test_a_target_that_cannot_be_imported_is_one_line(override, line, tmp_path):
-    proc = run_main("program=archehr", "data.limit=1", override, f"hydra.run.dir={tmp_path / 'run'}", quiet=True)
+    proc = dispatch_run("program=archehr", "data.limit=1", override, f"hydra.run.dir={tmp_path / 'run'}", quiet=True)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [line], proc.stderr
 
 
@@ -75,14 +81,14 @@ def test_the_program_module_removed_or_blocked_is_one_line(override, line, progr
     """Each was a traceback (issue 69): Key 'module' is not in struct, 'NoneType' has no named_predictors, Hydra's
     blocklist."""
     extra = ["program.search.enabled=false", "lm=embedded"] if program == "mediqa_corr" else []
-    proc = run_main(f"program={program}", *extra, "data.limit=1", override, f"hydra.run.dir={tmp_path / 'run'}",
-                    quiet=True)
+    proc = dispatch_run(f"program={program}", *extra, "data.limit=1", override, f"hydra.run.dir={tmp_path / 'run'}",
+                        quiet=True)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [line], proc.stderr[-2000:]
 
 
 def test_a_builders_knob_is_named_from_the_root_of_the_config(tmp_path):
     """`program.embedder.threads=0` was refused as `embedder.threads`, a key the user cannot type."""
-    proc = run_main("program=archehr", "program.embedder.threads=0", "data.limit=1", f"hydra.run.dir={tmp_path}",
-                    quiet=True)
+    proc = dispatch_run("program=archehr", "program.embedder.threads=0", "data.limit=1", f"hydra.run.dir={tmp_path}",
+                        quiet=True)
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: program.embedder.threads must be auto or an integer from 1 to 256, not '0'"

@@ -18,7 +18,7 @@ from common.config_groups import compose_config
 from common.errors import ClinprogError
 from common.unicode_text import InvalidUnicode, require_unicode, unicode_problem
 from tasks.archehr.data import ArchEHRDataError, load_cases, load_question_pairs
-from tests.cli import one_error_line, run_main
+from tests.cli import composition_error, dispatch_run, one_error_line
 from tests.conftest import BUNDLED_CASES, ROOT
 
 pytestmark = pytest.mark.unit
@@ -55,15 +55,15 @@ def test_a_case_file_cannot_carry_a_surrogate_and_says_so_in_one_line(tmp_path, 
     start = text.index(b"<patient_narrative>") + len(b"<patient_narrative>")
     path = tmp_path / "cases.xml"
     path.write_bytes(text[:start] + payload + text[start:])
-    run = run_main(f"data.cases={path}", "data.key=null", f"hydra.run.dir={tmp_path / 'run'}", quiet=True)
+    run = dispatch_run(f"data.cases={path}", "data.key=null", f"hydra.run.dir={tmp_path / 'run'}", quiet=True)
     assert "malformed XML" in one_error_line(run)
 
 
 # --- 2: a ConfigError inside Hydra's instantiate ---------------------------------------------------------------------
 @pytest.mark.parametrize("value", ["0", "lots"])
 def test_a_builder_config_error_inside_instantiate_is_one_line(tmp_path, value):
-    run = run_main("program=archehr", f"program.embedder.threads={value}", "data.limit=1",
-                   f"hydra.run.dir={tmp_path}", quiet=True)
+    run = dispatch_run("program=archehr", f"program.embedder.threads={value}", "data.limit=1",
+                       f"hydra.run.dir={tmp_path}", quiet=True)
     assert one_error_line(run) == f"error: program.embedder.threads must be auto or an integer from 1 to 256, not '{value}'"
     assert "InstantiationException" not in run.stdout + run.stderr
 
@@ -98,7 +98,7 @@ def test_task_report_reads_the_issues_hand_edited_predictions_file(tmp_path):
               "answer_sentences": [{"id": "1", "text": "An answer."}], "fallbacks": {},
               "grounding": [{"answer_id": "2", "verdict": "contradicted", "reasons": ["r"]}]}  # no "text"
     archehr_run_folder(tmp_path, [record])
-    run = run_main("task=report", f"dir={tmp_path}", f"hydra.run.dir={tmp_path / 'hydra'}", quiet=True)
+    run = dispatch_run("task=report", f"dir={tmp_path}", f"hydra.run.dir={tmp_path / 'hydra'}", quiet=True)
     assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr[-3000:]
     html = (tmp_path / "report.html").read_text()
     assert html.count('<section class="case"') == 1 and "? s" in html and "<bdi>An answer.</bdi>" in html
@@ -151,9 +151,8 @@ def test_xml_and_fields_of_another_case_together_are_refused(extra):
 
 
 # --- 6: the smaller ones ---------------------------------------------------------------------------------------------
-def test_the_judge_under_the_default_grounding_names_the_options_that_have_it(tmp_path):
-    run = run_main("program=archehr", "program.grounding.judge=lm", f"hydra.run.dir={tmp_path}", quiet=True)
-    assert one_error_line(run) == (
+def test_the_judge_under_the_default_grounding_names_the_options_that_have_it():
+    assert composition_error("program=archehr", "program.grounding.judge=lm") == (
         "error: program.grounding.judge: not a parameter of the grounding stage in use (program/archehr/grounding=none, "
         "parameters: none); it belongs to claims, learned, similarity: add program/archehr/grounding=claims")
 
@@ -162,8 +161,8 @@ def test_a_folder_as_training_data_says_it_is_a_folder(tmp_path):
     for load in (load_cases, load_question_pairs):
         with pytest.raises(ArchEHRDataError, match="a folder, not a"):
             load(tmp_path)
-    run = run_main("task=compile", "experiment=compile_verifier", f"data.train={tmp_path}",
-                   f"hydra.run.dir={tmp_path / 'run'}", quiet=True)
+    run = dispatch_run("task=compile", "experiment=compile_verifier", f"data.train={tmp_path}",
+                       f"hydra.run.dir={tmp_path / 'run'}", quiet=True)
     assert one_error_line(run) == f"error: {tmp_path}: a folder, not a cases file (name the XML file itself)"
 
 
@@ -173,8 +172,8 @@ def test_a_folder_as_training_data_says_it_is_a_folder(tmp_path):
 ])
 def test_training_cases_without_a_key_are_refused_before_validation_is_scored(tmp_path, experiment, message):
     shutil.copy(ROOT / "data/archehr/realistic_cases_a.xml", tmp_path / "cases.xml")  # its key is not beside it
-    run = run_main("task=compile", f"experiment={experiment}", f"data.train=[{tmp_path / 'cases.xml'}]",
-                   f"hydra.run.dir={tmp_path / 'run'}", quiet=True)
+    run = dispatch_run("task=compile", f"experiment={experiment}", f"data.train=[{tmp_path / 'cases.xml'}]",
+                       f"hydra.run.dir={tmp_path / 'run'}", quiet=True)
     assert message in one_error_line(run)
     assert "validation examples before" not in run.stdout  # refused before any scoring
 
@@ -182,8 +181,8 @@ def test_training_cases_without_a_key_are_refused_before_validation_is_scored(tm
 def test_the_judge_given_question_pairs_says_what_it_trains_on(tmp_path):
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text('{"id": "1", "question": "Can I take ibuprofen?", "summary": "Ibuprofen safe?"}\n')
-    run = run_main("task=compile", "experiment=compile_judge", f"data.train={pairs}",
-                   f"hydra.run.dir={tmp_path / 'run'}", quiet=True)
+    run = dispatch_run("task=compile", "experiment=compile_judge", f"data.train={pairs}",
+                       f"hydra.run.dir={tmp_path / 'run'}", quiet=True)
     assert "JSON lines of question pairs train the question stage" in one_error_line(run)
     other = tmp_path / "cases.jsonl"  # another JSON-lines format: the loader says which one data.train takes
     other.write_text('{"case_id": "1", "patient_narrative": "Why?"}\n')

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.cli import ROOT, fake_openai_server, run_main
+from tests.cli import ROOT, dispatch_run, fake_openai_server
 
 pytestmark = pytest.mark.integration
 TOY = ("program=fever", f"hydra.searchpath=[file://{ROOT / 'tests' / 'toy_program' / 'conf'}]", "progress=false")
@@ -31,7 +31,7 @@ def lm():
 
 
 def test_run_evaluate_and_report(tmp_path, lm):
-    run = run_main(*TOY, *lm, f"hydra.run.dir={tmp_path / 'run'}")
+    run = dispatch_run(*TOY, *lm, f"hydra.run.dir={tmp_path / 'run'}")
     assert run.returncode == 0, run.stderr[-2000:]
     records = [json.loads(line) for line in (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()]
     assert [(r["id"], r["fever"]) for r in records] == [("f1", "yes"), ("f2", "no"), ("f3", "yes"), ("f4", "no")]
@@ -39,30 +39,30 @@ def test_run_evaluate_and_report(tmp_path, lm):
     assert (tmp_path / "run" / "submission.tsv").read_text().splitlines()[0] == "f1\tyes"
     assert (tmp_path / "run" / "report.html").is_file() and "program=fever" in (tmp_path / "run" / "report.md").read_text()
 
-    evaluate = run_main(*TOY, "task=evaluate", f"data.submissions={tmp_path / 'run' / 'submission.tsv'}",
-                        f"hydra.run.dir={tmp_path / 'eval'}")
+    evaluate = dispatch_run(*TOY, "task=evaluate", f"data.submissions={tmp_path / 'run' / 'submission.tsv'}",
+                            f"hydra.run.dir={tmp_path / 'eval'}")
     assert evaluate.returncode == 0, evaluate.stderr[-2000:]
     assert json.loads((tmp_path / "eval" / "scores.json").read_text())["accuracy"] == 1.0
 
     (tmp_path / "run" / "report.html").unlink()
-    report = run_main("task=report", f"dir={tmp_path / 'run'}", f"hydra.run.dir={tmp_path / 'rep'}",
-                      *TOY[1:2])
+    report = dispatch_run("task=report", f"dir={tmp_path / 'run'}", f"hydra.run.dir={tmp_path / 'rep'}",
+                          *TOY[1:2])
     assert report.returncode == 0, report.stderr[-2000:]
     assert (tmp_path / "run" / "report.html").is_file()
 
 
 def test_compile(tmp_path, lm):
     saved = tmp_path / "fever_bootstrap.json"
-    proc = run_main(*TOY, *lm, "task=compile", "optimizer=bootstrap", f"program.optimize.save_to={saved}",
-                    f"hydra.run.dir={tmp_path / 'compile'}")
+    proc = dispatch_run(*TOY, *lm, "task=compile", "optimizer=bootstrap", f"program.optimize.save_to={saved}",
+                        f"hydra.run.dir={tmp_path / 'compile'}")
     assert proc.returncode == 0, proc.stderr[-2000:]
     state = json.loads(saved.read_text())
     assert "tag" in json.dumps(state)  # the toy's predictor, saved like any DSPy state
-    rerun = run_main(*TOY, *lm, f"program.compiled={saved}", f"hydra.run.dir={tmp_path / 'run'}")
+    rerun = dispatch_run(*TOY, *lm, f"program.compiled={saved}", f"hydra.run.dir={tmp_path / 'run'}")
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     # the toy scores 1.0 before and after: a compile that must improve is not adopted, one line, the state kept
-    strict = run_main(*TOY, *lm, "task=compile", "optimizer=bootstrap", "optimizer.guard.adopt_if=improves",
-                      f"program.optimize.save_to={saved}", f"hydra.run.dir={tmp_path / 'strict'}")
+    strict = dispatch_run(*TOY, *lm, "task=compile", "optimizer=bootstrap", "optimizer.guard.adopt_if=improves",
+                          f"program.optimize.save_to={saved}", f"hydra.run.dir={tmp_path / 'strict'}")
     assert strict.returncode == 2 and json.loads(saved.read_text()) == state
     errors = [line for line in strict.stderr.splitlines() if line.startswith("error:")]
     assert errors == strict.stderr.strip().splitlines()[-1:] == [
@@ -76,12 +76,12 @@ def test_its_learned_stage_is_fitted_by_task_compile_optimizer_fit(tmp_path, lm)
     """The toy's learned stage (tests/toy_program/learned.py) says how it is fitted; optimizer=fit (which names no
     stage) fits it, program.save() holds it and a run loads it: a new learned stage is new files only."""
     saved = tmp_path / "fever_fit.json"
-    proc = run_main(*TOY, *lm, "task=compile", "optimizer=fit", f"program.optimize.save_to={saved}",
-                    f"hydra.run.dir={tmp_path / 'compile'}")
+    proc = dispatch_run(*TOY, *lm, "task=compile", "optimizer=fit", f"program.optimize.save_to={saved}",
+                        f"hydra.run.dir={tmp_path / 'compile'}")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(saved.read_text())["cutoff.cutoff"] == {"format": "toy-cutoff/1", "cutoff": 38.6}
     assert "cutoff: cutoff=38.6, notes_with_a_temperature=2, right=2" in proc.stdout
-    rerun = run_main(*TOY, *lm, f"program.compiled={saved}", f"hydra.run.dir={tmp_path / 'run'}")
+    rerun = dispatch_run(*TOY, *lm, f"program.compiled={saved}", f"hydra.run.dir={tmp_path / 'run'}")
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert json.loads((tmp_path / "run" / "scores.json").read_text())["accuracy"] == 1.0
 
