@@ -1,19 +1,13 @@
 """How many threads a CPU-bound step should use now, so that a run stays fair on a machine shared with other work.
 
-llama.cpp and torch split each matrix product over their threads and meet at a barrier after every operation (a few
-hundred per token). When another process holds one of the cores, a thread waits at each barrier for the one that was
-descheduled: on 2 cores beside two busy processes the default run took 4.45x its time alone, one llama.cpp step up
-to 50x. One thread has no barrier to wait at. So `threads: auto` (the default) asks, at each step, how many cores are
-free now: the cores this process may use, less the threads running elsewhere on the machine at this moment
-(`procs_running` in /proc/stat, the kernel's count of runnable threads). Alone it uses every core; beside busy work
-it uses what is left, at least one.
+llama.cpp and torch meet at a barrier after every operation, so a thread descheduled by another process stalls them
+all (on 2 cores beside two busy processes the default run took 4.45x its time alone). `threads: auto` (the default)
+therefore asks, at each step, how many cores are free now: the usable cores less the threads running elsewhere
+(`procs_running` in /proc/stat), at least one.
 
-Results do not depend on the thread count, so this choice changes speed only, never a question, a vector or a score:
-llama.cpp computes each output element on one thread; torch does not promise that (a product split over threads adds
-partial sums in a split-dependent order: on an AVX-512 Xeon the embedder's vectors on 1 and 2 threads differed), so
-the torch steps run every product on one thread and give the step's threads whole batches instead
-(`single_thread_products`, `threads_for_step`). tests/test_predictable.py checks both under every CPU kernel set
-(torch's ATEN_CPU_CAPABILITY, MKL's and oneDNN's instruction caps) the machine supports.
+Results never depend on the thread count. llama.cpp computes each output element on one thread; torch does not
+promise that (split sums differ by order), so torch runs every product on one thread and gives the step's threads
+whole batches (`single_thread_products`, `threads_for_step`). tests/test_predictable.py checks both.
 """
 
 from __future__ import annotations
@@ -128,12 +122,3 @@ def single_thread_products() -> None:
     if torch.get_num_threads() != 1:
         torch.set_num_threads(1)
 
-
-def torch_threads(setting: int | str = "auto") -> int:
-    """Set torch's intra-op threads for the next step (`threads_now`, at most `omp_limit()`); the number set."""
-    import torch
-
-    n = threads_for_step(setting)
-    if torch.get_num_threads() != n:
-        torch.set_num_threads(n)
-    return n

@@ -226,6 +226,12 @@ def test_a_cached_message_gets_the_candidates_a_decode_gives_and_false_decodes(t
         archehr_stage("question", "finetuned", "program.question.cache=1")
 
 
+def pick(stage, candidates, message):
+    """The question the stage answers with: its first ranked candidate when eligible, else None."""
+    ranked = stage.ranked(candidates, message)
+    return ranked[0]["question"] if ranked and ranked[0]["eligible"] else None
+
+
 def test_a_question_cut_at_the_word_limit_loses_to_a_whole_one_and_is_kept_only_when_none_is_whole():
     from programs.archehr.question.finetuned import FinetunedQuestion
     from programs.archehr.question.text import reply_fits
@@ -237,9 +243,9 @@ def test_a_question_cut_at_the_word_limit_loses_to_a_whole_one_and_is_kept_only_
     stage = FinetunedQuestion()
     message = "I take prednisone for asthma flares. How long can I take it safely?"
     # the cut one is more probable and covers the message as well: the whole one still wins
-    assert stage.pick([(cut, -0.1, False), ("Is prednisone safe for asthma?", -0.9, True)], message) == \
+    assert pick(stage, [(cut, -0.1, False), ("Is prednisone safe for asthma?", -0.9, True)], message) == \
         "Is prednisone safe for asthma?"
-    assert stage.pick([(cut, -0.1, False), ("Is this true?", -0.05, True)], message) == cut  # a placeholder: no
+    assert pick(stage, [(cut, -0.1, False), ("Is this true?", -0.05, True)], message) == cut  # a placeholder: no
 
 
 def test_the_ranked_candidates_say_why_each_lost_and_put_the_pick_first():
@@ -255,7 +261,7 @@ def test_the_ranked_candidates_say_why_each_lost_and_put_the_pick_first():
     ranked = stage.ranked(candidates, message)
     assert [r["question"] for r in ranked] == ["How long is prednisone safe for asthma?",
                                                "What are the treatments for asthma?", cut, "Is this true?"]
-    assert ranked[0]["question"] == stage.pick(candidates, message)
+    assert ranked[0]["question"] == pick(stage, candidates, message)
     assert [(r["eligible"], r["excluded"]) for r in ranked] == [
         (True, None), (True, None), (False, "cut at 15 words"), (False, "no word of the message")]
     for r in ranked:  # the score is the sum the page's caption states
@@ -263,7 +269,7 @@ def test_the_ranked_candidates_say_why_each_lost_and_put_the_pick_first():
     assert ranked[1]["opening_share"] == 0.25 and ranked[0]["opening_share"] == 0.0
     # every candidate a placeholder: nothing eligible, the stage falls back (and the record still shows them)
     only = stage.ranked([("Is this true?", -0.1, True)], message)
-    assert not only[0]["eligible"] and stage.pick([("Is this true?", -0.1, True)], message) is None
+    assert not only[0]["eligible"] and pick(stage, [("Is this true?", -0.1, True)], message) is None
 
 
 def test_the_run_page_lists_the_candidates_escaped_and_a_record_without_them_shows_none():
@@ -320,9 +326,9 @@ def test_an_opening_the_training_references_overuse_in_either_register_is_penali
         ("Why was his antibiotic changed?", -0.5, True)
     stage.adapter.fit = {"opening_prior": prior}
     # a clinician question: the consumer references' template costs 3 x 0.2, more than its log-probability lead
-    assert stage.pick([template, specific], message) == specific[0]
+    assert pick(stage, [template, specific], message) == specific[0]
     stage.adapter.fit = {"opening_prior": {}}
-    assert stage.pick([template, specific], message) == template[0]
+    assert pick(stage, [template, specific], message) == template[0]
 
 
 def test_the_sampled_tokens_are_the_most_probable_in_one_fixed_order_whatever_the_ties():

