@@ -1,13 +1,9 @@
-"""Strip the markup an LM sometimes leaks into a plain-text output field: code fences (and the JSON debris after
-an opening one), markdown emphasis, headings and bullets, HTML-ish tags and chat-template tokens.
+"""Strip the markup an LM sometimes leaks into a plain-text output field: code fences (and JSON debris after one),
+markdown emphasis, headings and bullets, HTML-ish tags and chat-template tokens.
 
-Seen: an ArchEHR stage-1 question `Why did he still need the surgery? ```json {"` (the model began a second JSON
-object inside the string). Every stage that calls an LM runs its string outputs through here BEFORE its word limit
-(so limits count clean words) and counts a change as a repair (`repairs` in the record and usage.json).
-
-The rules are deliberately narrow so clinical text is never touched: `<` and `>` stay unless they form a known tag
-(`<5 mg`, `BP <120/80`), `*` stays inside words, numbers and numbered lists keep their text.
-"""
+Every LM stage runs its string outputs through here before its word limit and counts a change as a repair. The
+rules are narrow so clinical text is never touched: `<` and `>` stay unless they form a known tag (`BP <120/80`),
+`*` stays inside words, numbered lists keep their text."""
 
 from __future__ import annotations
 

@@ -1,20 +1,12 @@
 """A Hydra multirun (`python main.py -m ...`) in which one job fails still runs every other job, then says which
-failed and exits non-zero.
+failed and exits non-zero (a job's `SystemExit(2)` would stop the basic launcher, or end joblib's launching process
+while its jobs still ran).
 
-Without this, a job's `error:` line was a `SystemExit(2)` inside the sweep: the basic launcher stopped there (the
-later jobs never ran) and the joblib launcher re-raised it in the launching process, which exited while the other
-jobs were still running (no job folder was complete). Now, in MULTIRUN mode:
-
-- `job_failed(line)` (runners/dispatch.py, instead of the exit) writes the line to the job's `main.log` (the folder is
-  kept), a `failed.json` marker beside it ({"job", "overrides", "error", "unexpected"}), prints one line that the
-  sweep goes on, and the task returns None: the launcher (in this process or another) goes on to the next job.
-- `MultirunFailuresCallback` (conf/config.yaml, hydra.callbacks) runs in the launching process: at the end of the
-  sweep it prints one `error:` line per failed job of this sweep, naming the overrides that vary, and exits 2
-  (1 where a job failed on a bug, whose traceback the job printed). A job that succeeds on a rerun into the same
-  folder drops its old marker when it starts.
-
-The markers go through the job folders, so every launcher works the same (joblib's workers are other processes).
-"""
+- `job_failed(line)` (runners/dispatch.py) writes the line to the job's `main.log`, a `failed.json` marker beside it
+  ({"job", "overrides", "error", "unexpected"}), prints that the sweep goes on, and the task returns None.
+- `MultirunFailuresCallback` (hydra.callbacks) runs in the launching process: at the end it prints one `error:` line
+  per failed job of this sweep and exits 2 (1 where a job failed on a bug). A job rerun into the same folder drops
+  its old marker when it starts. The markers go through the job folders, so every launcher works the same."""
 
 from __future__ import annotations
 

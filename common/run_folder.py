@@ -1,15 +1,11 @@
-"""A run folder that one run holds at a time and that never mixes outputs of two configurations.
+"""A run folder that one run holds at a time and that never mixes outputs of two configurations (docs/reliability.md).
 
-- `run.lock` holds the PID, start time and command of the run using the folder; a second run refuses with one line
-  that says how to clear a lock no run holds. A lock whose process is gone (kill -9, power loss) or is now another
-  process (PID reuse after a restart, a hand-written PID) is taken over with a warning.
-- `fingerprint.json` records what determines the predictions (program config, input file hashes, compiled state,
-  LM identity). Rerunning into the folder resumes only when it matches; otherwise the run refuses with what differs
-  and leaves the folder as it was, Hydra's `.hydra/*.yaml` included (`run.resume=restart` moves every output of the
-  earlier run together into `previous/<time>/` before the first new record; `run.resume=force` resumes anyway).
-- `hydra.run.dir` (`hydra.sweep.dir`) naming a file, a folder under a file or one that cannot be written (under
-  /proc) is one error line (RunFolderCallback, before Hydra writes there); so is a task=merge into one of its shard
-  folders."""
+- `run.lock`: the PID, start time and command of the run using it; a second run refuses in one line. A lock whose
+  process is gone or is now another process (PID reuse) is taken over with a warning.
+- `fingerprint.json`: what determines the predictions. A rerun resumes only when it matches, else refuses with what
+  differs (`run.resume=restart` moves the earlier outputs into `previous/<time>/`; `run.resume=force` resumes anyway).
+- An output dir that cannot be a folder or cannot be written is one error line (RunFolderCallback, before Hydra
+  writes there); so is a task=merge into one of its shard folders."""
 
 from __future__ import annotations
 

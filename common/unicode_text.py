@@ -1,15 +1,9 @@
 """Text that is not Unicode: one check for every text a request or an input file carries.
 
-A lone surrogate (U+D800..U+DFFF without its pair) is a Python `str` character but not Unicode text: JSON's
-`"\\ud800"` escape produces one, and so can a hand-made JSON or JSON-lines input. Nothing refuses it on the way
-in, so it travels until a tokenizer or an encoder fails deep in a stage (`UnicodeEncodeError: surrogates not
-allowed` in the question model's tokenizer, a `TypeError` in the embedder's): an HTTP 500 with a traceback, or a
-traceback from the batch CLI. Readers call `unicode_problem` (a message or None) or `require_unicode` (raises) where
-the text comes in, so the refusal names the field or line and the program never sees such text.
-
-UTF-8 files and XML cannot carry one (the UTF-8 decoder refuses encoded surrogates; XML refuses `&#xD800;`): the
-check matters for JSON (request bodies, JSON lines) and for text that was decoded leniently.
-"""
+A lone surrogate (U+D800..U+DFFF) is a Python `str` character but not Unicode text; JSON's `"\\ud800"` makes one,
+and it would travel until a tokenizer or encoder fails deep in a stage. Readers call `unicode_problem` (a message
+or None) or `require_unicode` (raises) where the text comes in, so the refusal names the field or line. UTF-8 files
+and XML cannot carry one: the check matters for JSON and for leniently decoded text."""
 
 from __future__ import annotations
 

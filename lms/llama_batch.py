@@ -1,20 +1,13 @@
 """Several continuations of one prompt decoded together on a llama.cpp context of their own.
 
-The prompt is read once into sequence 0 and shared with the other sequences (llama.cpp's unified KV cache tags the
-same cells with each sequence id, nothing is copied); every step then evaluates one token of each unfinished
-sequence in a single batch. On 2 cores a step of 5 sequences costs about 2.5 times one token, not 5 times.
+The prompt is read once into sequence 0 and shared with the others (the unified KV cache tags the same cells with
+each sequence id); each step evaluates one token of every unfinished sequence in one batch (5 sequences on 2 cores:
+~2.5x one token, not 5x).
 
-Deterministic by construction: each prompt starts from an empty cache and is read in the same chunks, so where its
-cells lie and which batch shapes compute it depend on the prompt alone. Keeping the previous prompt's common prefix
-in the cache once saved ~25 tokens of reading but made the logits depend on what the process decoded before (the
-rest was read in other batch shapes, into other cells): the same message got other questions after other messages.
-What is kept now is a saved copy of one prefix's cells (the instruction's frame, `start(prefix=...)`): that prefix
-is always read alone into an empty cache, the first time as every time, and its bytes are copied back into the same
-cells before the rest is read from the same position; on 60 messages the candidates were the same, bit for bit, as
-reading the whole prompt, and ~40 tokens fewer are read per message.
-
-Owned by one loaded model (`gguf_causal_lm.merged_llama`) and used under its lock; freed at exit before the model.
-"""
+Deterministic: each prompt starts from an empty cache and is read in the same chunks, so its logits depend on the
+prompt alone (reusing the previous prompt's prefix made them depend on what the process decoded before). The one
+thing kept is a saved copy of one prefix's cells (`start(prefix=...)`), always read alone into an empty cache and
+copied back into the same cells. Owned by one loaded model (`gguf_causal_lm.merged_llama`) and used under its lock."""
 
 from __future__ import annotations
 

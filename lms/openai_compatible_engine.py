@@ -1,13 +1,9 @@
 """lm=openai_compatible's engine: one chat completion over HTTP, in DSPy 3.4's engine contract (`dspy.LM(engine=...)`).
 
-It replaces DSPy's LiteLLM engine for servers that speak OpenAI's chat API (llama.cpp's server, vLLM, Ollama): the
-request is one POST, and `import litellm` cost ~4 CPU-s in every process that sent one (each Ray worker, sweep job
-and served app). What is sent is what LiteLLM sent for `openai/<model>`: the chat turns, `max_tokens` (llama.cpp's
-server ignores `max_completion_tokens`), temperature, top_p, stop, seed, and the response format in the form the
-server accepts (`structured_output`, see `wire_response_format`). DSPy owns the retries: each `complete` is one
-attempt, and a failure becomes one of lm15's error classes, so DSPy retries what is transient (no connection, a
-timeout, HTTP 429 and 5xx) and reports the rest at once.
-"""
+It replaces DSPy's LiteLLM engine for OpenAI-style servers (llama.cpp, vLLM, Ollama): `import litellm` cost ~4 CPU-s
+in every process that sent a request. It sends what LiteLLM sent for `openai/<model>` (`max_tokens`, not
+`max_completion_tokens`; the response format as `structured_output` says). Each `complete` is one attempt; a
+failure becomes one of lm15's error classes, so DSPy retries what is transient and reports the rest at once."""
 
 from __future__ import annotations
 

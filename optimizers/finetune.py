@@ -1,14 +1,10 @@
-"""`optimizer=finetune`: LoRA fine-tuning of a stage's small LM on CPU (DSPy's BootstrapFinetune role: the compile
-optimizes weights, not prompts).
+"""`optimizer=finetune`: LoRA fine-tuning of a stage's small LM on CPU (DSPy's BootstrapFinetune role: weights, not
+prompts).
 
 `compile(student, trainset=..., valset=...)` like every DSPy teleprompter: the student's sub-module with a
-`LoraAdapter` named `adapter` and a recipe (`finetune_pairs`, `finetune_rows`, `finetune_summary`, `finetune_adopt`,
-`finetune_review`: the ArchEHR question stage's is programs/archehr/question/finetune.py) is trained on the rows its
-recipe makes from `trainset` and returned in a copy of the student; `valset` is only scored by the caller
-(runners/compile.py: before/after, the recipe's review, the guard). Training: loss on the target tokens only (the
-prompt and padding are masked), AdamW with linear warm-up then linear decay, one pass by default. This module knows
-no program or stage.
-"""
+`LoraAdapter` named `adapter` and a recipe (`finetune_pairs`, `_rows`, `_summary`, `_adopt`, `_review`; the question
+stage's: programs/archehr/question/finetune.py) is trained on its recipe's rows and returned in a copy. Loss on the
+target tokens only, AdamW with linear warm-up and decay. This module knows no program or stage."""
 
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
 """`optimizer=logistic`: fit every learned logistic head of the program (a sub-module with a `LogisticHead` named
-`scorer` and its own `fit`: the ArchEHR evidence and alignment stages, programs/archehr/evidence/fit.py and
-alignment/fit.py), each against its own subtask's metric, with an optional fixed L2 strength `c`.
+`scorer` and its own `fit`), each against its own subtask's metric, with an optional fixed L2 strength `c`.
 
-`LogisticFit.compile(student, trainset=...)` is a DSPy teleprompter: it returns a copy of the student whose heads are
-fitted on the training cases (each head's `fit(trainset, valset, program=, c=)` is given the copy, so a head whose
-features use another stage's output, such as the evidence head's question, computes them as the program does).
-`task=compile optimizer=logistic` runs it like bootstrap / MIPROv2 / GEPA (runners/compile.py: before/after on
-data.val, the report, program.save()). It knows no program or stage names; `optimizer=fit` fits every learned part.
-"""
+`LogisticFit.compile(student, trainset=...)` is a DSPy teleprompter: it returns a copy of the student with its heads
+fitted (each head's `fit` gets the copy, so features that use another stage's output are computed as the program
+does). It knows no program or stage names."""
 
 from __future__ import annotations
 

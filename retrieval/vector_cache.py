@@ -1,15 +1,10 @@
-"""Sentence vectors in DSPy's cache (`cache_dir`), as DSPy keeps an LM's replies.
+"""Sentence vectors in DSPy's cache (`cache_dir`), as DSPy keeps an LM's replies: a rerun, a sweep's job, a Ray worker
+or a restarted app does not load torch and the model (~2.5 CPU-s) to embed the same sentences again.
 
-The embedder's own cache lives in one process: a rerun, each job of a sweep on another launcher (joblib, submitit,
-Ray), every Ray worker and each restart of the served app loaded torch and the model (~2.5 CPU-s) and embedded the
-same note sentences again. A vector is a function of its text and what the key holds (tests/test_predictable.py
-proves it the same alone, in any batch, on any thread count, under each CPU kernel set), so a hit returns what the
-model would: the key is the text (with its prefix) and which of the two models read it, every setting that decides a
-vector, the model's files (path, size and modification time of each), the source of the code that computes it, the
-torch version, and the CPU's instruction sets with the variables that cap torch's, MKL's and oneDNN's kernels (another
-CPU, or another cap, computes afresh). A model named on the Hugging Face hub is not kept: its files are not known
-before it loads.
-"""
+A vector is a function of what the key holds (tests/test_predictable.py): the text and which model read it, every
+setting that decides a vector, the model's files (path, size, mtime), the source of the code that computes it, the
+torch version and the CPU's instruction sets with the variables that cap its kernels. A hub model is not kept: its
+files are not known before it loads."""
 
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
-"""task=merge dirs=[SHARD0,SHARD1,...]: one run folder from the shard runs of a job array (data.num_shards=N,
-data.shard=0..N-1), equal to the unsharded run: its predictions in input order, then the same finish() as task=run
-(submissions, scores, usage, reports, config).
+"""task=merge dirs=[SHARD0,SHARD1,...]: one run folder from the shard runs of a job array, equal to the unsharded run:
+its predictions in input order, then the same finish() as task=run.
 
-Checked first, each problem one `error:` line: every folder holds a finished shard run (its config.json and
-fingerprint.json the JSON objects a run writes); all come from one config and one input (their fingerprints and
-data.* settings equal, the shard keys aside; the input files unchanged since); together they cover every item exactly
-once (a gap: a shard no folder holds, or a shard folder missing items; an overlap: a shard held twice; a foreign
-shard: another config or input); every record holds what the outputs are made from (`contract.record_problem`: a
-damaged record); the merged folder is none of the shards (it would overwrite it)."""
+Checked first, each problem one `error:` line: every folder holds a finished shard run of one config and one input
+(fingerprints and data.* equal but the shard keys; input files unchanged); together they cover every item exactly
+once; every record holds what the outputs are made from; the merged folder is none of the shards."""
 
 from __future__ import annotations
 

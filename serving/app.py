@@ -1,34 +1,10 @@
-"""The FastAPI app of `task=serve`: one program, built once by runners/serve.py, over HTTP.
+"""The FastAPI app of `task=serve`: one program, built once by runners/serve.py, over HTTP (docs/serving.md).
 
-- `POST /v1/<program>/<verb>` (and any alias the contract keeps): the route, its request and response models and the
-  adapters between them and the program's item and record come from the program's contract; this module knows no
-  program. `GET /` is a page to try it in a browser (serving/page.py); `GET /health`; the OpenAPI document at
-  `/openapi.json` (`/docs` renders it where a browser reaches a CDN).
-- At most `serve.max_concurrency` requests run at once (worker threads); up to `serve.max_queue` more wait; beyond
-  that 429 with `Retry-After`. `serve.timeout_s` per request (504): work that has started cannot be stopped (a
-  Python thread cannot be killed), so it keeps its worker until it really ends and `/health` counts it in
-  `in_flight` and `timed_out_running`; work still waiting is cancelled. A client can never pile up more than
-  `serve.max_concurrency` computations.
-- A body over `serve.max_request_bytes` is 413, counted as the bytes arrive (`Transfer-Encoding: chunked` too); a
-  body that is not UTF-8, malformed or too deeply nested JSON and bad fields are 422; more than `serve.max_sentences`
-  sentences 422, and so is any list in the body holding more items, checked before the items are validated. The
-  body's decoding and the request's conversion into the program's item (an `xml` case is parsed there) run in a
-  thread, not on the event loop. Every error is `{"error": "..."}`.
-- An LM failure (server down, timeout, provider error) is not a 500: the program's no-LM program answers when it has
-  one, else the contract's documented fallback record, each with `lm_failure` saying what failed.
-- Connections are bounded before any request reaches the program: at most `serve.max_connections` open (uvicorn's
-  `limit_concurrency`: beyond, 503 and closed); at most `serve.max_body_readers` requests still sending their body
-  (beyond, 503 and closed at once, so clients that send a body slowly cannot take every connection; `/health` reads
-  no body); a request's headers, then its body, must each arrive within `serve.read_timeout_s` (the connection is
-  closed, a late body with a 408 first); an idle keep-alive connection closes after `serve.keep_alive_s`.
-- Connection-level warnings and errors (accept() out of file descriptors, invalid HTTP, the connection cap) are
-  logged once per kind without a traceback, then as a count at 10, 100, 1000, ... times; `/health` has the counts
-  (`connection_errors`).
-- A bearer token is required when the environment variable `serve.token_env` names is set (empty or blank: refused at
-  start, common/settings.py). Bodies are not logged
-  unless `serve.log_bodies=true`; ids in log lines have their control characters escaped; query-string values
-  (a token sent as `?token=...`) are redacted from the access log.
-"""
+`POST /v1/<program>/<verb>`: the route, its request and response models and their adapters come from the program's
+contract; this module knows no program. `GET /` is a page to try it (serving/page.py), `GET /health` the counts.
+Admission (serving/admission.py) bounds running and queued work; serving/body_guard.py checks the token, Host and
+body before any route; an LM failure is answered by the no-LM program or the contract's fallback record, with
+`lm_failure`. Every error is `{"error": "..."}`."""
 # No `from __future__ import annotations`: the endpoint's body annotation must be the contract's model class itself.
 
 import asyncio

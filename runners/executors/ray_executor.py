@@ -1,16 +1,8 @@
-"""`executor=ray`: a run's pending items as tasks on Ray workers; the records stream back to the driver.
+"""`executor=ray`: a run's pending items as tasks on Ray workers; the records stream back to the driver (docs/scaling.md).
 
-- `executor.address: null` starts a local Ray for this run (stopped at its end); an address joins an existing
-  cluster (`auto`, `host:6379`, `ray://host:10001`) and leaves it running. main.log says which, and where each
-  worker runs.
-- `executor.num_workers` actors each build the program once (program_worker.py) and run `lm.num_threads` items at a
-  time; each holds one more item queued so it never waits for the driver between items.
-- `lm.rate_limit` is one limiter actor for all workers (program_worker.RemoteRateLimiter).
-- A worker that dies loses only its items in flight: they go back to the queue once and a fresh worker takes its
-  place once (a new actor: Ray queues items for an actor being created, while a restarting one refuses them); an
-  item lost twice, or items left when every worker is gone, stay for the rerun to resume (one error line).
-- Ctrl-C kills this run's actors (never someone else's on a shared cluster) and keeps every record already saved.
-"""
+`executor.num_workers` actors each build the program once (program_worker.py) and run `lm.num_threads` items at a
+time, with one more queued. A worker that dies loses only its items in flight: they go back to the queue once and a
+fresh worker takes its place once; what is left stays for the rerun to resume. Ctrl-C kills this run's actors only."""
 
 from __future__ import annotations
 

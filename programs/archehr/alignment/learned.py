@@ -1,13 +1,9 @@
-"""Stage 4 without an LM, learned: P(cited) per (answer sentence, note sentence) pair from a logistic scorer over
-features (alignment/features.py) and a selection rule, both fitted against Subtask 4's metric by its own `fit`
-(alignment/fit.py), which `optimizer=logistic` (optimizers/logistic.py) calls. The scorer is a DSPy parameter of the
-stage (`scorer`, a `common.parameters.LogisticHead`): saved by `program.save()` and loaded with the compiled program
-(`program.compiled`, by default the shipped one).
+"""Stage 4 without an LM, learned: P(cited) per (answer sentence, note sentence) pair from a logistic head over
+features (alignment/features.py), fitted with its selection rule by `fit` (alignment/fit.py, run by
+`optimizer=logistic`). The head is a DSPy parameter (`scorer`) of the stage, saved and loaded with the compiled program.
 
-Per answer sentence the pairs with P >= `threshold` and >= `relative` x its best, at most `max_citations`, at least
-`min_links`. The fitted values come from the state; a value set in the stage's config overrides the state's (for
-sweeps). The evidence twin: evidence/learned.py.
-"""
+Per answer sentence: pairs with P >= `threshold` and >= `relative` x its best, at most `max_citations`, at least
+`min_links`. A value set in the config overrides the fitted one (for sweeps)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,10 @@
 """Stage 3 without an LM: the selected evidence sentences, headers dropped, within the answer's word limit.
 
-When the evidence is over the limit, `choose` says which sentences stay. `note_order` takes them in note order and
-cuts at the limit (the soft cut), so the sentences that answer the question can be the ones cut. `question` keeps
-whole sentences: the closest to the clinician question (cosine with the program's embedder) first while they fit,
-then back in note order. `evidence` (the default) ranks by the evidence stage's scores first (the cascade passes
-them), the question breaking ties: a sentence the evidence stage scored 5 stays before one it scored 4. A first
-sentence over the limit alone is soft-cut in each mode.
-Measured (benchmarks/README.md, "The extractive answer"; Subtask 3 overall, the four offline metrics) on the 34 dev
-and 32 realistic cases: note_order 33.3 / 26.9 / 27.3, question 41.8 / 31.7 / 33.8, evidence 41.4 / 33.6 / 36.0.
-"""
+Over the limit, `choose` says which sentences stay: `note_order` cuts at the limit; `question` keeps whole sentences
+closest to the clinician question first, then back in note order; `evidence` (the default) ranks by the evidence
+stage's scores, the question breaking ties. A first sentence over the limit alone is soft-cut in each mode.
+Subtask 3 on dev / realistic a / b (benchmarks/README.md): note_order 33.3 / 26.9 / 27.3, question 41.8 / 31.7 /
+33.8, evidence 41.4 / 33.6 / 36.0."""
 
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
-"""Stage 2 without an LM, learned: P(essential) per note sentence from a logistic scorer over features
-(evidence/features.py) and a selection rule, both fitted against Subtask 2's metric by its own `fit`
-(evidence/fit.py), which `optimizer=logistic` (optimizers/logistic.py) calls. The scorer is a DSPy parameter of the
-stage (`scorer`, a `common.parameters.LogisticHead`): saved by `program.save()` and loaded with the compiled program
-(`program.compiled`, by default the shipped one).
+"""Stage 2 without an LM, learned: P(essential) per note sentence from a logistic head over features
+(evidence/features.py), fitted with its selection rule by `fit` (evidence/fit.py, run by `optimizer=logistic`). The
+head is a DSPy parameter (`scorer`) of the stage, saved and loaded with the compiled program.
 
-The sentences with P >= `threshold` (or >= `relative` x the note's best), at least `min_selected`. The fitted values
-come from the state; a value set in the stage's config overrides the state's (for sweeps). The alignment twin:
-alignment/learned.py.
-"""
+Selected: P >= `threshold` (or >= `relative` x the note's best), at least `min_selected`. A value set in the config
+overrides the fitted one (for sweeps)."""
 
 from __future__ import annotations
 

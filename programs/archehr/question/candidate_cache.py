@@ -1,15 +1,9 @@
-"""The fine-tuned question stage's candidates in DSPy's cache, as DSPy keeps an LM's replies.
+"""The fine-tuned question stage's candidates in DSPy's cache (`dspy.cache`), as DSPy keeps an LM's replies: the stage
+runs its own llama.cpp model, so without this every run decoded every message again (~1.5 s a message).
 
-The stage runs its own llama.cpp model, not a `dspy.LM`, so DSPy's cache never saw it: every run decoded every message
-again (~1.5 s a message: the greedy reply and 8 samples), a sweep over a later stage's thresholds included. A message's
-candidates are a function of what the key holds (tests/test_predictable.py proves them the same whatever was decoded
-before and on any thread count), so a hit returns what a decode would: the key is the message and its register, every
-setting that decides the candidates, the model (base file; the adapter's digest, of its tensors and scale), the
-instruction, the llama.cpp build and its kernels, and a digest of the decoder's own source (a changed decoder never
-reads an older one's entries).
-The cache is DSPy's (`dspy.cache`: `cache_dir` in a run, memory then disk); `program.question.cache=false` decodes every
-message.
-"""
+Candidates are a function of the key (tests/test_predictable.py): the message and register, every setting that
+decides them, the base file, the adapter's digest, the instruction, the llama.cpp build and its kernels, and a digest
+of the decoder's source. `program.question.cache=false` decodes every message."""
 
 from __future__ import annotations
 

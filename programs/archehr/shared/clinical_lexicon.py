@@ -1,15 +1,10 @@
 """Clinical vocabulary for reading what a sentence states without an LM: drugs, tests, procedures, and the lay words
-patients (and clinicians writing for them) use for the same things.
+patients use for the same things. Hand-written lists; some terms came from clinprog's own training cases (so a
+number measured on those flatters them), none from evaluation text.
 
-Hand-written word lists, not fitted by any algorithm; but not independent of data either: some terms were added while
-writing clinprog's own hand-written training cases ("dye test", "heart tracing", "nose tube", "gastrografin",
-"zolpidem", "hydroxyurea"), so a number measured on those cases flatters these lists; none comes from evaluation text.
-`concepts(text)` maps a sentence to canonical concept names after expanding
-lay <-> clinical synonyms ("blood thinner" and "apixaban" both give `anticoagulant`; "kidney" and "creatinine" both
-give `kidney`), so an answer written for a patient meets the note sentence it paraphrases. Drug names are recognised
-from the list and from the suffixes of drug classes (-olol, -pril, -sartan, ...), so unlisted drugs of a known class
-count too.
-"""
+`concepts(text)` maps a sentence to canonical concept names after expanding lay <-> clinical synonyms ("blood
+thinner" and "apixaban" both give `anticoagulant`), so a patient-facing answer meets the note sentence it
+paraphrases. Unlisted drugs count by their class's suffix (-olol, -pril, -sartan, ...)."""
 
 from __future__ import annotations
 
