@@ -1,11 +1,7 @@
 """Config groups: which option of each group a run chose, and the options a group offers (for reports and one-line
-errors).
-
-Hydra records every group's choice in `hydra.runtime.choices` (saved in the run's `.hydra/hydra.yaml`), but the
-composed config a task gets keeps the nodes, not the option names. `runners/dispatch.py` (and `compose_config`, for
-scripts and tests) copies those choices into the config as `choices` (group -> option), so reports, the run's
-`config.json` and a report rebuilt later (`task=report`) name `evidence=embedding` as the command line chose it.
-"""
+errors). Hydra records the choices in `hydra.runtime.choices`, not in the composed config; `runners/dispatch.py`
+(and `compose_config`) copies them in as `choices`, so reports and `config.json` name `evidence=embedding` as the
+command line chose it."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""The program contract: what each program declares once, so one runner skeleton serves every program.
-
-A program is `conf/program/<name>.yaml` with two `_target_`s: `module` (the dspy.Module, its stages as nested
-`_target_`s) and `contract` (a `ProgramContract` subclass). The runner (`runners/program.py`) does the same walk for
-every program: load + validate inputs -> build the module -> run items into `predictions.jsonl` (fingerprinted,
-resumable) -> write the official submission files -> score when references exist -> usage.json, report.md.
-Adding a program adds files; no generic file changes.
-"""
+"""The program contract: what each program declares once, so one runner skeleton serves every program (docs/layout.md).
+`conf/program/<name>.yaml` names the `module` (the dspy.Module) and the `contract` (a `ProgramContract` subclass);
+runners/program.py does the same walk for every program."""
 
 from __future__ import annotations
 

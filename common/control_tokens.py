@@ -1,11 +1,7 @@
-"""Patient text is data, never control tokens.
-
-Chat models mark turns with special tokens (`<|im_start|>`, `<|endoftext|>`, `<start_of_turn>`, `[INST]`, ...). A
-prompt is a string that llama.cpp, llama.cpp's server and vLLM tokenize with special tokens recognised, so the same
-characters typed by a patient would end the turn, open a system turn, or end the text. These strings carry nothing a
-patient means, so every LM path removes them from the text it sends (`strip_control_tokens`): the families of
-marker syntax chat templates use, and, where the model's vocabulary is at hand, each of its own control tokens.
-"""
+"""Patient text is data, never control tokens. llama.cpp, its server and vLLM tokenize a prompt with special tokens
+recognised, so `<|im_start|>` or `[INST]` typed by a patient would end or open a turn. Every LM path removes them
+from the text it sends (`strip_control_tokens`): the marker families chat templates use and, where the vocabulary is
+at hand, each of the model's own control tokens."""
 
 from __future__ import annotations
 

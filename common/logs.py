@@ -1,12 +1,7 @@
-"""Third-party log noise kept out of the console and main.log unless `verbose=true`.
-
-faiss logs every failed AVX512 import as an INFO line with a `ModuleNotFoundError` (reads like a failure), bm25s and
-numba log DEBUG lines, rouge-score's absl logger says "Using default tokenizer." once per scored text. clinprog's
-own loggers keep INFO; everyone else's records reach the handlers at WARNING and above.
-
-`printable` is the one escape for a user-supplied value (a case id, a request) in a log line: every log call that
-interpolates one passes it through, so no input can write a line of its own into main.log.
-"""
+"""Third-party log noise kept out of the console and main.log unless `verbose=true`: clinprog's own loggers keep INFO,
+everyone else's (faiss's failed AVX512 import, bm25s and numba DEBUG, rouge-score's per-text INFO) reach the
+handlers at WARNING and above. `printable` escapes a user-supplied value in a log line, so no input can write a line
+of its own into main.log."""
 
 from __future__ import annotations
 

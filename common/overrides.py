@@ -1,11 +1,8 @@
 """One line for a command line Hydra cannot compose, instead of Hydra's multi-line message.
 
-Hydra refuses `program.evidence.strict_threshold=5` with the default (learned) evidence stage with a "not in struct"
-error that suggests `+program.evidence...`, which would only move the problem. Stage implementations are config
-groups whose files hold only their own parameters, so a key that is not in the chosen file belongs to another
-implementation (or to none): the line says which, and how to switch. The chosen option is Hydra's own record of the
-run's choices (`common/config_groups.py`); the rest of the command line is composed only on this error path.
-"""
+A stage option's file holds only its own parameters, so a key missing from the chosen file (Hydra's "not in
+struct", which suggests a `+` that would only move the problem) belongs to another option or to none: the line says
+which, and how to switch. The rest of the command line is composed only on this error path."""
 
 from __future__ import annotations
 

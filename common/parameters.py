@@ -1,12 +1,7 @@
-"""Learned weights as DSPy parameters: `program.save()` writes them, `program.load()` reads them, like a Predict's
-demos and instructions.
-
-A `dspy.Module` finds every attribute that is a `dspy.predict.parameter.Parameter` (`named_parameters()`), and its
-`dump_state()` / `load_state()` call theirs. These two hold what the non-prompt stages learn: a logistic head over
-features (the evidence and alignment scorers, the question stage's register choice) and the low-rank adapter of a
-fine-tuned LM (the question stage). Their state is plain JSON (numbers, base64 of float16 arrays): data, never
-pickle; loading checks shapes and finiteness and fails in one line.
-"""
+"""Learned weights as DSPy parameters (`dspy.predict.parameter.Parameter`): `program.save()` writes them and
+`program.load()` reads them, like a Predict's demos. A logistic head over features (the evidence and alignment
+scorers, the question stage's register choice) and a fine-tuned LM's low-rank adapter. Their state is plain JSON
+(numbers, base64 of float16 arrays), never pickle; loading checks shapes and finiteness and fails in one line."""
 
 from __future__ import annotations
 

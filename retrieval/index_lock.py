@@ -1,11 +1,7 @@
-"""One writer per index folder: `task=index` holds `index.lock` (an OS file lock, plus who holds it) for its whole run.
-
-The lock is `flock` on `<index>/index.lock`: the kernel releases it when the holder exits, however it exits
-(SIGKILL included), so a lock is never left behind; the file's text (pid, start time, command) only says who holds
-it. A second writer waits up to `timeout_s` for the first to finish (one line says so) and then continues on the
-index the first one left; past the timeout it stops with one line naming the holder. Readers (`task=search`) never
-take the lock; they only ask `holder()` to explain an index that is mid-update.
-"""
+"""One writer per index folder: `task=index` holds `flock` on `<index>/index.lock` for its whole run; the kernel
+releases it however the holder exits, and the file's text (pid, start time, command) only says who holds it. A
+second writer waits up to `timeout_s`, then stops with one line naming the holder. Readers never take the lock;
+they ask `holder()` to explain an index that is mid-update."""
 
 from __future__ import annotations
 

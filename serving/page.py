@@ -1,12 +1,7 @@
-"""The page `task=serve` shows at `/`: one self-contained HTML file (no build step, no CDN, works with no network)
-that sends what a person pastes to the program's own JSON endpoint and shows the result.
-
-Everything the page shows from a request or a response is set as text (`textContent`), never as HTML, so a note
-holding `<script>` shows as those characters, and inside its own `<bdi>`, so right-to-left override characters in
-it cannot reorder the page's own words. Refusals are the API's own `{"error": ...}` lines with their HTTP
-status; the limits shown are the server's settings. With a token configured the page asks for it and sends it as
-the bearer token (kept in the page only, never in a URL or in storage).
-"""
+"""The page `task=serve` shows at `/`: one self-contained HTML file (no build step, no CDN) that sends what a person
+pastes to the program's JSON endpoint and shows the result. Everything from a request or a response is set as text
+(`textContent`) inside its own `<bdi>`, never as HTML. With a token configured the page asks for it and sends it as
+the bearer token (kept in the page only, never in a URL or storage)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""Stage 2 without an LM: cosine similarity of question and note sentences mapped to the 1-5 scale.
-
-Cut points map a similarity to Likert scores (>= cuts[3] -> 5, >= cuts[2] -> 4, >= cuts[1] -> 3, >= cuts[0] -> 2,
-else 1): the scores shown in predictions and the report, and what the seed's strict (>= 4) / lenient (>= 3) /
-first-3 selection reads in `EmbeddingLikertEvidenceScorer`. With `relative`
-(the default) a sentence's similarity is divided by the note's best one first: MiniLM cosines vary a lot between
-notes, their ranking much less. Section headers (a short sentence ending in ':') score 1: never evidence.
-"""
+"""Stage 2 without an LM: cosine similarity of question and note sentences mapped to the 1-5 scale by cut points
+(>= cuts[3] -> 5, ..., else 1), which `EmbeddingLikertEvidenceScorer` selects by. With `relative` (the default) a
+similarity is divided by the note's best first: MiniLM cosines vary between notes, their ranking much less.
+Section headers (a short sentence ending in ':') score 1."""
 
 from __future__ import annotations
 

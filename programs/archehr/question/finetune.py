@@ -1,11 +1,7 @@
-"""How `optimizer=finetune` trains the question stage (programs/archehr/question/finetuned.py): which examples, the
-prompts and targets it learns from, what it keeps with the adapter (the instructions, the opening prior, the register
-head) and how the result is reviewed against the trivial baselines. The stage's `finetune_*` methods call these;
-optimizers/finetune.py holds the LoRA training loop and knows no stage.
-
-Examples of a rare register are repeated (`repeat_rare`) so the 20 ArchEHR pairs are not drowned by 1,000 consumer
-questions; at most `max_opening_share` of a register's targets share a 4-word opening (against template collapse).
-"""
+"""How `optimizer=finetune` trains the question stage: the examples, prompts and targets, what it keeps with the
+adapter (instructions, the opening prior, the register head) and the review against the trivial baselines. The
+stage's `finetune_*` methods call these; optimizers/finetune.py holds the training loop. A rare register's examples
+are repeated (`repeat_rare`); at most `max_opening_share` of a register's targets share a 4-word opening."""
 
 from __future__ import annotations
 
