@@ -1,6 +1,5 @@
-"""The ArchEHR-QA 2026 cascade: one package per stage (question/, evidence/, answer/, alignment/, grounding/, each
-with every implementation of its stage, LM and non-LLM, and its learned parts and their fit), shared/ for what
-several stages read a note with, and the program-level files (pipeline, contract, record, report, ...) here."""
+"""The ArchEHR-QA 2026 cascade: one package per stage with every implementation and its fit, shared/, and the
+program-level files (pipeline, contract, record, report) here."""
 
 from programs.archehr.pipeline import ArchEHRCascade
 

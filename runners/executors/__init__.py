@@ -1,7 +1,6 @@
-"""Where a run's pending items run: the `executor` config group (conf/executor/): `executor=local` (this process,
-threads for API backends) or `executor=ray` (tasks on a Ray cluster). Either way the driver appends every record to
-the run's one `predictions.jsonl` (runners/executors/resumable.py `run_resumable`), so resume, the fingerprint, the
-lock and every output file are the same whichever executor ran the items."""
+"""Where a run's pending items run (conf/executor/): `executor=local` (this process) or `executor=ray`. Either way the
+driver appends every record to the run's one `predictions.jsonl` (resumable.py), so resume, the fingerprint, the
+lock and every output are the same whichever executor ran the items."""
 
 from __future__ import annotations
 

@@ -1,5 +1,1 @@
-"""Stage 3, the answer: every implementation.
-
-- `lm.py`: `LMAnswer`, one LM call grounded in the selected evidence (`program/archehr/answer=lm`).
-- `extractive.py`: `ExtractiveAnswer`, the note's evidence sentences quoted, no LM (`answer=extractive`).
-"""
+"""Stage 3, the answer: one module per `program/archehr/answer` option."""
