@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import os
 
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # offline, as the `python main.py` processes tests/cli.py starts
+
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # xdist workers share the cores. llama.cpp: the product's default, `auto` (the cores free at each call,
     # common/cpu.py): a fixed 2 each ran the question-stage tests 1.7x slower (its threads spin while they wait), a

@@ -8,16 +8,22 @@ import re
 
 import pytest
 
-from tests.cli import run_main
+from tests.cli import dispatch_run
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.unit
 
 
-def main_in(cwd, *args):
-    # From another working directory, as a user with a clone elsewhere: data paths resolve through CLINPROG_ROOT.
-    return run_main(*args, cwd=cwd, env={"CLINPROG_ROOT": str(ROOT), "CLINPROG_INDEX_DIR": str(cwd / "idx")},
-                    timeout=600)
+@pytest.fixture
+def elsewhere(monkeypatch):
+    """Work from another folder, as a user with a clone elsewhere: data paths resolve through CLINPROG_ROOT."""
+
+    def move_to(cwd):
+        monkeypatch.chdir(cwd)
+        monkeypatch.setenv("CLINPROG_ROOT", str(ROOT))
+        monkeypatch.setenv("CLINPROG_INDEX_DIR", str(cwd / "idx"))
+
+    return move_to
 
 
 def readme_output_files() -> set[str]:
@@ -32,28 +38,30 @@ def readme_output_files() -> set[str]:
     return names
 
 
-def test_failures_leave_no_near_empty_folders_and_tasks_get_their_own(tmp_path):
-    search = main_in(tmp_path, "task=search", "query=pneumonia")
+def test_failures_leave_no_near_empty_folders_and_tasks_get_their_own(tmp_path, elsewhere):
+    elsewhere(tmp_path)
+    search = dispatch_run("task=search", "query=pneumonia")
     assert search.returncode == 2 and search.stderr.startswith("error: no index at")
     assert not (tmp_path / "outputs").exists()  # the folder held only Hydra's files: removed, its parent too
 
-    run = main_in(tmp_path, "program=archehr", "data.limit=1", "metrics.bertscore=null", "progress=false")
+    run = dispatch_run("program=archehr", "data.limit=1", "metrics.bertscore=null", "progress=false")
     assert run.returncode == 0, run.stderr
     [run_dir] = (tmp_path / "outputs" / "archehr").iterdir()
     documented = readme_output_files()
     assert {p.name for p in run_dir.iterdir()} <= documented, "a run file the README's Outputs table does not list"
     assert {"config.json", "main.log", "report.html", "fingerprint.json"} <= documented
-    report = main_in(tmp_path, "task=report", f"dir={run_dir}")
+    report = dispatch_run("task=report", f"dir={run_dir}")
     assert report.returncode == 0, report.stderr
     assert sorted(p.name for p in (tmp_path / "outputs").iterdir()) == ["archehr", "report"]
 
 
-def test_a_failure_in_a_folder_with_predictions_keeps_it_and_logs_the_error(tmp_path):
+def test_a_failure_in_a_folder_with_predictions_keeps_it_and_logs_the_error(tmp_path, elsewhere):
+    elsewhere(tmp_path)
     out = tmp_path / "run"
     args = ("program=archehr", "program/archehr/question=baseline", "metrics.bertscore=null", f"hydra.run.dir={out}",
             "progress=false", "program/archehr/evidence=embedding")
-    assert main_in(tmp_path, *args).returncode == 0
-    proc = main_in(tmp_path, *args, "program.evidence.top_share=0.3")   # another config into the same folder
+    assert dispatch_run(*args).returncode == 0
+    proc = dispatch_run(*args, "program.evidence.top_share=0.3")   # another config into the same folder
     assert proc.returncode == 2
     [line] = proc.stderr.strip().splitlines()
     assert line.startswith("error: ") and "run.resume=restart" in line
@@ -63,21 +71,23 @@ def test_a_failure_in_a_folder_with_predictions_keeps_it_and_logs_the_error(tmp_
     assert (out / "main.log").read_text(encoding="utf-8").strip().splitlines()[-1] == line
 
 
-def test_a_failure_before_the_first_prediction_leaves_no_folder(tmp_path):
+def test_a_failure_before_the_first_prediction_leaves_no_folder(tmp_path, elsewhere):
+    elsewhere(tmp_path)
     out = tmp_path / "outputs" / "archehr" / "t"
-    proc = main_in(tmp_path, "program=archehr", "lm=openai_compatible", "lm.client.api_base=http://127.0.0.1:9/v1",
-                   "lm.client.num_retries=0", f"hydra.run.dir={out}", "progress=false")
+    proc = dispatch_run("program=archehr", "lm=openai_compatible", "lm.client.api_base=http://127.0.0.1:9/v1",
+                        "lm.client.num_retries=0", f"hydra.run.dir={out}", "progress=false")
     assert proc.returncode == 2 and proc.stderr.startswith("error: lm=openai_compatible")
     assert not (tmp_path / "outputs").exists()
 
 
-def test_a_failed_run_in_a_chosen_folder_removes_that_folder_and_never_the_empty_ones_above_it(tmp_path):
+def test_a_failed_run_in_a_chosen_folder_removes_that_folder_and_never_the_empty_ones_above_it(tmp_path, elsewhere):
     work, mine = tmp_path / "project", tmp_path / "results"
     work.mkdir()
     mine.mkdir()  # the user's empty folders: the working directory and the one the run folder goes in
+    elsewhere(work)
     for out in (work / "run", mine / "run"):
-        proc = main_in(work, "program=archehr", "lm=openai_compatible", "lm.client.api_base=http://127.0.0.1:9/v1",
-                       "lm.client.num_retries=0", f"hydra.run.dir={out}", "progress=false")
+        proc = dispatch_run("program=archehr", "lm=openai_compatible", "lm.client.api_base=http://127.0.0.1:9/v1",
+                            "lm.client.num_retries=0", f"hydra.run.dir={out}", "progress=false")
         assert proc.returncode == 2 and proc.stderr.startswith("error: lm=openai_compatible")
         assert not out.exists() and out.parent.is_dir()
 
@@ -175,18 +185,19 @@ def test_the_report_names_each_stage_implementation_and_an_lm_only_where_one_ran
     assert "lm=" not in md.splitlines()[0] and "- stages: question=finetuned" in md and "(repairs): question 1" in md
 
 
-def test_a_partial_archehr_submission_says_so_and_can_score_the_submitted_cases(tmp_path):
+def test_a_partial_archehr_submission_says_so_and_can_score_the_submitted_cases(tmp_path, elsewhere):
+    elsewhere(tmp_path)
     run = tmp_path / "run"
-    assert main_in(tmp_path, "program=archehr", "data.limit=1", "metrics.bertscore=null", f"hydra.run.dir={run}",
-                   "progress=false").returncode == 0
-    full = main_in(tmp_path, "program=archehr", "task=evaluate", f"data.submissions={run}", "metrics.bertscore=null",
-                   f"hydra.run.dir={tmp_path / 'e1'}")
+    assert dispatch_run("program=archehr", "data.limit=1", "metrics.bertscore=null", f"hydra.run.dir={run}",
+                        "progress=false").returncode == 0
+    full = dispatch_run("program=archehr", "task=evaluate", f"data.submissions={run}", "metrics.bertscore=null",
+                        f"hydra.run.dir={tmp_path / 'e1'}")
     assert full.returncode == 0, full.stderr
     [first] = [line for line in full.stdout.splitlines() if line.startswith("submission covers")]
     assert first.startswith("submission covers 1 of 3 cases; 2 missing (902, 903)")
     assert "data.score_only_submitted=true" in first and "subtask_2: invalid submission" in full.stdout
-    subset = main_in(tmp_path, "program=archehr", "task=evaluate", f"data.submissions={run}", "metrics.bertscore=null",
-                     "data.score_only_submitted=true", f"hydra.run.dir={tmp_path / 'e2'}")
+    subset = dispatch_run("program=archehr", "task=evaluate", f"data.submissions={run}", "metrics.bertscore=null",
+                          "data.score_only_submitted=true", f"hydra.run.dir={tmp_path / 'e2'}")
     assert subset.returncode == 0, subset.stderr
     scored = json.loads((tmp_path / "e2" / "scores.json").read_text())
     own = json.loads((run / "scores.json").read_text())  # the run scored its one case itself
@@ -195,32 +206,37 @@ def test_a_partial_archehr_submission_says_so_and_can_score_the_submitted_cases(
     assert scored["coverage"]["scored"] == 1 and f"scores: {tmp_path / 'e2' / 'scores.json'}" in subset.stdout
 
 
-def test_config_mistakes_are_one_line_and_leave_no_folder(tmp_path):
-    compiled = main_in(tmp_path, "program=archehr", "program.compiled=/nope.json", "progress=false")
+def test_config_mistakes_are_one_line_and_leave_no_folder(tmp_path, elsewhere):
+    elsewhere(tmp_path)
+    compiled = dispatch_run("program=archehr", "program.compiled=/nope.json", "progress=false")
     assert compiled.returncode == 2
     assert compiled.stderr.strip().splitlines() == [
         "error: program.compiled=/nope.json: no such file (a state saved by task=compile, program.optimize.save_to)"]
-    no_backend = main_in(tmp_path, "program=archehr", "+lm.client.model_path=/x.gguf", "progress=false")
+    no_backend = dispatch_run("program=archehr", "+lm.client.model_path=/x.gguf", "progress=false")
     assert no_backend.returncode == 2
     assert no_backend.stderr.strip().startswith("error: lm.client.model_path set, but no LM backend is chosen")
     assert not (tmp_path / "outputs").exists()
 
 
-def test_started_outside_the_clinprog_folder_the_error_says_where_it_looked_and_how_to_point_it_back(tmp_path):
-    proc = run_main("program=archehr", "progress=false", cwd=tmp_path, env={"CLINPROG_ROOT": None})
+def test_started_outside_the_clinprog_folder_the_error_says_where_it_looked_and_how_to_point_it_back(tmp_path,
+                                                                                                     monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CLINPROG_ROOT", raising=False)
+    proc = dispatch_run("program=archehr", "progress=false")
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert proc.stderr.startswith(f"error: data/archehr/bundled_cases.xml: no such file in {tmp_path} ")
     assert "CLINPROG_ROOT" in proc.stderr
     cases = ROOT / "data" / "archehr" / "bundled_cases.xml"
-    proc = run_main("program=archehr", f"data.cases={cases}", "progress=false", cwd=tmp_path, env={"CLINPROG_ROOT": None})
+    proc = dispatch_run("program=archehr", f"data.cases={cases}", "progress=false")
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert f"it is read from {tmp_path}: start main.py in the clinprog folder, or set CLINPROG_ROOT" in proc.stderr
     assert not (tmp_path / "outputs").exists()
 
 
-def test_an_lm_no_stage_uses_is_named_and_not_loaded(tmp_path):
-    proc = main_in(tmp_path, "program=archehr", "experiment=no_lm_best", "lm=embedded", "data.limit=1",
-                   "metrics.bertscore=null", "progress=false", f"hydra.run.dir={tmp_path / 'r'}")
+def test_an_lm_no_stage_uses_is_named_and_not_loaded(tmp_path, elsewhere):
+    elsewhere(tmp_path)
+    proc = dispatch_run("program=archehr", "experiment=no_lm_best", "lm=embedded", "data.limit=1",
+                        "metrics.bertscore=null", "progress=false", f"hydra.run.dir={tmp_path / 'r'}")
     assert proc.returncode == 0, proc.stderr
     assert "lm=embedded: no stage of program=archehr uses an LM with these settings" in proc.stdout
 
@@ -249,9 +265,10 @@ def test_the_2025_report_does_not_deny_its_scores_and_says_the_question_is_given
     assert "question=given, else finetuned" in md
 
 
-def test_a_compile_whose_base_model_is_missing_says_so_in_one_line_before_any_scoring(tmp_path):
-    run = main_in(tmp_path, "task=compile", "experiment=compile_question",
-                  f"+program.question.base.model_path={tmp_path / 'nope.gguf'}", f"hydra.run.dir={tmp_path / 'run'}")
+def test_a_compile_whose_base_model_is_missing_says_so_in_one_line_before_any_scoring(tmp_path, elsewhere):
+    elsewhere(tmp_path)
+    run = dispatch_run("task=compile", "experiment=compile_question",
+                       f"+program.question.base.model_path={tmp_path / 'nope.gguf'}", f"hydra.run.dir={tmp_path / 'run'}")
     assert run.returncode != 0
     assert run.stderr.strip().splitlines()[-1] == f"error: model_path={tmp_path / 'nope.gguf'}: no such GGUF file"
     assert "validation examples before" not in run.stdout  # refused before minutes of scoring the current stage

@@ -1,12 +1,13 @@
 """A multirun whose second job fails (issue #28 item 4): the third job still runs, every finished job's folder is
 complete, the failed job's main.log says why, and the sweep ends in one `error:` line for that job naming its
-overrides and a non-zero exit code, on the basic launcher and on joblib's (whose jobs run in worker processes)."""
+overrides and a non-zero exit code, on the basic launcher and on joblib's (whose jobs run in worker processes). And a
+2-job multirun that works, with its sweep report."""
 
 import json
 
 import pytest
 
-from tests.cli import run_main
+from tests.cli import dispatch_run, run_main
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +32,7 @@ def test_a_failing_job_leaves_the_others_finished_and_the_sweep_reports_it(tmp_p
         pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
     sweep = tmp_path / "sweep"
     proc = run_main("-m", *LAUNCHERS[launcher], *TINY, "program.evidence.threshold=0.3,7,0.5",
-                    f"hydra.sweep.dir={sweep}", quiet=True)
+                    f"hydra.sweep.dir={sweep}", quiet=True, process=True)
     assert_complete(sweep / "0")
     assert_complete(sweep / "2")  # the job after the failed one ran
     assert proc.returncode == 2, proc.stderr[-3000:]
@@ -47,7 +48,8 @@ def test_a_failing_job_leaves_the_others_finished_and_the_sweep_reports_it(tmp_p
     assert all((sweep / str(i) / ".hydra" / "overrides.yaml").is_file() for i in (0, 1, 2))
     if launcher == "basic":
         # rerun into the same sweep folder with values that all work: the old failure is not reported again
-        again = run_main("-m", *TINY, "program.evidence.threshold=0.3,0.5", f"hydra.sweep.dir={sweep}", quiet=True)
+        again = run_main("-m", *TINY, "program.evidence.threshold=0.3,0.5", f"hydra.sweep.dir={sweep}", quiet=True,
+                         process=True)
         assert again.returncode == 0, again.stderr[-3000:]
         assert not [line for line in again.stderr.splitlines() if line.startswith("error:")]
         assert_complete(sweep / "1")  # the folder that failed before now holds the rerun's (threshold 0.5) outputs
@@ -55,7 +57,38 @@ def test_a_failing_job_leaves_the_others_finished_and_the_sweep_reports_it(tmp_p
 
 def test_a_single_run_still_exits_2_and_leaves_no_folder(tmp_path):
     """Outside a multirun nothing changed: one error line, exit 2, the near-empty run folder removed."""
-    proc = run_main(*TINY, "program.evidence.threshold=7", f"hydra.run.dir={tmp_path / 'run'}", quiet=True)
+    proc = dispatch_run(*TINY, "program.evidence.threshold=7", f"hydra.run.dir={tmp_path / 'run'}", quiet=True)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == f"error: {BAD}"
     assert not (tmp_path / "run").exists()
+
+
+def test_two_job_multirun_returns_each_jobs_objective_and_reports_them(tmp_path):
+    sweep = tmp_path / "sweep"
+    proc = run_main("-m", "program=archehr", "program/archehr/question=baseline", "metrics.bertscore=null",
+                    "program/archehr/evidence=embedding", "program.evidence.top_share=0.1,0.9", "progress=false",
+                    f"hydra.sweep.dir={sweep}", process=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    jobs = [json.loads((sweep / str(i) / "scores.json").read_text()) for i in (0, 1)]
+    for scores in jobs:  # the objective is the mean of the subtask overall scores
+        overall = [scores[f"subtask_{i}"]["overall_score"] for i in (1, 2, 3, 4)]
+        assert scores["objective"] == pytest.approx(sum(overall) / 4)
+    # a larger share selects more sentences: the swept value reached the program
+    assert jobs[0]["subtask_2"]["strict_micro_recall"] < jobs[1]["subtask_2"]["strict_micro_recall"]
+    report = dispatch_run("task=sweep_report", f"dir={sweep}", f"hydra.run.dir={tmp_path / 'r'}")
+    assert report.returncode == 0, report.stderr[-1500:]
+    header, _, *rows = [r for r in (sweep / "sweep_report.md").read_text().splitlines() if r.startswith("|")]
+    columns = [c.strip() for c in header.split("|")]
+    cells = [[c.strip() for c in r.split("|")] for r in rows]
+    share, objective = columns.index("program.evidence.top_share"), columns.index("objective")
+    assert [r[share] for r in cells] == ["0.1000", "0.9000"]
+    assert [float(r[objective]) for r in cells] == pytest.approx([j["objective"] for j in jobs], abs=1e-4)
+    assert (sweep / "sweep_program_evidence_top_share.png").is_file()
+    # every subtask that varies across the jobs has a column (not only the first 8 metrics, all of Subtask 1)
+    # (Subtasks 1 and 4 do not depend on the evidence share: constant, so in the CSV only)
+    assert columns[objective:objective + 3] == ["objective", "subtask_2.overall_score", "subtask_3.overall_score"]
+    assert all(len({r[columns.index(c)] for r in cells}) > 1 for c in columns if c.startswith("subtask_"))
+    csv_header = (sweep / "sweep_report.csv").read_text().splitlines()[0].split(",")
+    assert len(csv_header) > 40 and "subtask_1.rougeLsum" in csv_header
+    html = (sweep / "sweep_report.html").read_text()
+    assert html.count("<tr>") == 3 and "data:image/png;base64," in html

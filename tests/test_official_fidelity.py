@@ -86,11 +86,11 @@ def test_mediqa_all_no_error_with_bertscore_gives_correct_na_share_where_the_off
 def test_mediqa_cli_scores_the_valid_lines_and_reports_the_skipped_one(tmp_path):
     import json
 
-    from tests.cli import run_main
+    from tests.cli import dispatch_run
 
-    proc = run_main("program=mediqa_corr", "task=evaluate",
-                    f"data.path={EDGE / 'reference_4.csv'}", f"data.predictions={EDGE / 'padded_and_invalid.txt'}",
-                    "metrics.bertscore=null", f"hydra.run.dir={tmp_path}")
+    proc = dispatch_run("program=mediqa_corr", "task=evaluate",
+                        f"data.path={EDGE / 'reference_4.csv'}", f"data.predictions={EDGE / 'padded_and_invalid.txt'}",
+                        "metrics.bertscore=null", f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr[-1500:]
     assert "skipped 1 lines that fail the official line pattern" in proc.stdout
     scores = json.loads((tmp_path / "scores.json").read_text())
@@ -131,14 +131,14 @@ def test_archehr_cli_an_integer_case_id_fails_its_subtask_and_duplicates_are_nam
     import json
     import shutil
 
-    from tests.cli import run_main
+    from tests.cli import dispatch_run
 
     folder = tmp_path / "subs"
     shutil.copytree(DUPLICATES, folder)
     st4 = folder / "submission_subtask_4.json"
     st4.write_text(st4.read_text().replace('"case_id": "903"', '"case_id": 903'))
-    proc = run_main("task=evaluate", f"data.submissions={folder}",
-                    "metrics.bertscore=null", f"hydra.run.dir={tmp_path / 'run'}")
+    proc = dispatch_run("task=evaluate", f"data.submissions={folder}",
+                        "metrics.bertscore=null", f"hydra.run.dir={tmp_path / 'run'}")
     assert proc.returncode == 0, proc.stderr[-1500:]
     assert "Traceback" not in proc.stderr
     # the official scripts stop with a ValueError (the int never equals the key's "903"): that subtask only
@@ -190,11 +190,11 @@ def test_mediqa_submissions_the_official_script_crashes_on_are_scored_with_a_not
 
 
 def test_mediqa_cli_a_dots_only_correction_is_one_note_line_not_a_traceback(tmp_path):
-    from tests.cli import run_main
+    from tests.cli import dispatch_run
 
-    proc = run_main("program=mediqa_corr", "task=evaluate",
-                    f"data.path={EDGE / 'reference_4.csv'}", f"data.predictions={EDGE / 'dots_only.txt'}",
-                    "metrics.bertscore=null", f"hydra.run.dir={tmp_path}")
+    proc = dispatch_run("program=mediqa_corr", "task=evaluate",
+                        f"data.path={EDGE / 'reference_4.csv'}", f"data.predictions={EDGE / 'dots_only.txt'}",
+                        "metrics.bertscore=null", f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-1500:]
     notes = [line for line in proc.stdout.splitlines() if line.strip().startswith("note:")]
     assert len(notes) == 1 and "'Hypothesis is empty'" in notes[0]

@@ -1,11 +1,12 @@
-"""A run folder that cannot be one (under a file, under /proc) and executor.* values that cannot work: one `error:`
-line each and exit code 2, before anything runs (no traceback, no silent default: num_workers=0 once ran 2); an
-executor whose workers build the program (Ray's) gets none built by the driver."""
+"""A run folder that cannot be one (under a file, under /proc: Hydra's callback refuses it, so a real process) and
+executor.* values that cannot work: one `error:` line each and exit code 2, before anything runs (no traceback, no
+silent default: num_workers=0 once ran 2); an executor whose workers build the program (Ray's) gets none built by the
+driver."""
 
 import pytest
 
 from runners.executors.ray_executor import ray_settings
-from tests.cli import one_error_line, run_main
+from tests.cli import dispatch_run, one_error_line, run_main
 
 pytestmark = pytest.mark.unit
 
@@ -16,7 +17,7 @@ ARGS = ("program=archehr", "program/archehr/question=baseline", "data.limit=1")
 def test_a_run_folder_under_a_file_is_one_error_line(tmp_path):
     a_file = tmp_path / "somefile"
     a_file.write_text("x")
-    line = one_error_line(run_main(*ARGS, f"hydra.run.dir={a_file / 'sub'}", quiet=True))
+    line = one_error_line(run_main(*ARGS, f"hydra.run.dir={a_file / 'sub'}", quiet=True, process=True))
     assert line == f"error: hydra.run.dir={a_file / 'sub'}: {a_file} is a file, not a folder; choose a folder for " \
                    "the run's outputs"
     assert a_file.read_text() == "x"
@@ -24,14 +25,14 @@ def test_a_run_folder_under_a_file_is_one_error_line(tmp_path):
 
 @pytest.mark.parametrize("folder", ["/proc/clinprog-run", "/proc"])
 def test_a_run_folder_that_cannot_be_written_is_one_error_line(folder):
-    line = one_error_line(run_main(*ARGS, f"hydra.run.dir={folder}", quiet=True))
+    line = one_error_line(run_main(*ARGS, f"hydra.run.dir={folder}", quiet=True, process=True))
     assert line.startswith(f"error: hydra.run.dir={folder}: cannot create or write that folder ("), line
 
 
 def test_a_sweep_folder_under_a_file_is_one_error_line(tmp_path):
     a_file = tmp_path / "somefile"
     a_file.write_text("x")
-    line = one_error_line(run_main("-m", *ARGS, f"hydra.sweep.dir={a_file / 'm'}", quiet=True))
+    line = one_error_line(run_main("-m", *ARGS, f"hydra.sweep.dir={a_file / 'm'}", quiet=True, process=True))
     assert line.startswith(f"error: hydra.sweep.dir={a_file / 'm'}: {a_file} is a file, not a folder"), line
 
 
@@ -45,7 +46,7 @@ def test_a_sweep_folder_under_a_file_is_one_error_line(tmp_path):
     ("executor.object_store_mb=10", "executor.object_store_mb must be an integer >= 75, not 10"),
 ])
 def test_a_ray_setting_that_cannot_work_is_one_error_line(tmp_path, override, says):
-    line = one_error_line(run_main(*ARGS, "executor=ray", override, f"hydra.run.dir={tmp_path / 'run'}", quiet=True))
+    line = one_error_line(dispatch_run(*ARGS, "executor=ray", override, f"hydra.run.dir={tmp_path / 'run'}", quiet=True))
     assert line == f"error: {says}"
     assert not (tmp_path / "run" / "predictions.jsonl").exists()
 
@@ -85,7 +86,7 @@ def test_an_executor_whose_workers_build_the_program_gets_none_from_the_driver(t
 
     monkeypatch.setattr(runners.program, "build_predictor", no_build_in_the_driver)
     out = tmp_path / "run"
-    proc = run_main(*ARGS, f"executor._target_={__name__}.WorkersBuildTheirOwn", f"hydra.run.dir={out}", quiet=True)
+    proc = dispatch_run(*ARGS, f"executor._target_={__name__}.WorkersBuildTheirOwn", f"hydra.run.dir={out}", quiet=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert WorkersBuildTheirOwn.seen == [built_by_workers] and (out / "submission_subtask_2.json").is_file()
     with pytest.raises(RuntimeError, match="workers run the items"):

@@ -1,11 +1,11 @@
-"""Sweep reports from multirun folders, and a real 2-job Hydra multirun."""
+"""Sweep reports from multirun folders (a real Hydra multirun: tests/test_multirun_failures.py)."""
 
 import json
 
 import pytest
 import yaml
 
-from tests.cli import run_main
+from tests.cli import dispatch_run
 
 pytestmark = pytest.mark.unit
 
@@ -23,8 +23,8 @@ def fake_multirun(root, grid):
 def test_sweep_report_table_and_heatmap(tmp_path):
     grid = [(3.5, 2, 0.4), (3.5, 3, 0.5), (3.8, 2, 0.6), (3.8, 3, 0.7)]
     fake_multirun(tmp_path, grid)
-    proc = run_main("task=sweep_report", f"dir={tmp_path}",
-                    f"hydra.run.dir={tmp_path / 'report'}")
+    proc = dispatch_run("task=sweep_report", f"dir={tmp_path}",
+                        f"hydra.run.dir={tmp_path / 'report'}")
     assert proc.returncode == 0, proc.stderr[-1500:]
     table = (tmp_path / "sweep_report.md").read_text().splitlines()
     assert table[0] == "fixed in every job: data.limit=5"
@@ -36,41 +36,9 @@ def test_sweep_report_table_and_heatmap(tmp_path):
 
 
 def test_sweep_report_without_jobs_is_one_line(tmp_path):
-    proc = run_main("task=sweep_report", f"dir={tmp_path}",
-                    f"hydra.run.dir={tmp_path / 'r'}")
+    proc = dispatch_run("task=sweep_report", f"dir={tmp_path}",
+                        f"hydra.run.dir={tmp_path / 'r'}")
     assert proc.returncode == 2 and proc.stderr.strip() == f"error: no */scores.json under {tmp_path}"
-
-
-def test_two_job_multirun_returns_each_jobs_objective_and_reports_them(tmp_path):
-    sweep = tmp_path / "sweep"
-    proc = run_main("-m", "program=archehr", "program/archehr/question=baseline", "metrics.bertscore=null",
-                    "program/archehr/evidence=embedding", "program.evidence.top_share=0.1,0.9", "progress=false",
-                    f"hydra.sweep.dir={sweep}")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    jobs = [json.loads((sweep / str(i) / "scores.json").read_text()) for i in (0, 1)]
-    for scores in jobs:  # the objective is the mean of the subtask overall scores
-        overall = [scores[f"subtask_{i}"]["overall_score"] for i in (1, 2, 3, 4)]
-        assert scores["objective"] == pytest.approx(sum(overall) / 4)
-    # a larger share selects more sentences: the swept value reached the program
-    assert jobs[0]["subtask_2"]["strict_micro_recall"] < jobs[1]["subtask_2"]["strict_micro_recall"]
-    report = run_main("task=sweep_report", f"dir={sweep}",
-                      f"hydra.run.dir={tmp_path / 'r'}")
-    assert report.returncode == 0, report.stderr[-1500:]
-    header, _, *rows = [r for r in (sweep / "sweep_report.md").read_text().splitlines() if r.startswith("|")]
-    columns = [c.strip() for c in header.split("|")]
-    cells = [[c.strip() for c in r.split("|")] for r in rows]
-    share, objective = columns.index("program.evidence.top_share"), columns.index("objective")
-    assert [r[share] for r in cells] == ["0.1000", "0.9000"]
-    assert [float(r[objective]) for r in cells] == pytest.approx([j["objective"] for j in jobs], abs=1e-4)
-    assert (sweep / "sweep_program_evidence_top_share.png").is_file()
-    # every subtask that varies across the jobs has a column (not only the first 8 metrics, all of Subtask 1)
-    # (Subtasks 1 and 4 do not depend on the evidence share: constant, so in the CSV only)
-    assert columns[objective:objective + 3] == ["objective", "subtask_2.overall_score", "subtask_3.overall_score"]
-    assert all(len({r[columns.index(c)] for r in cells}) > 1 for c in columns if c.startswith("subtask_"))
-    csv_header = (sweep / "sweep_report.csv").read_text().splitlines()[0].split(",")
-    assert len(csv_header) > 40 and "subtask_1.rougeLsum" in csv_header
-    html = (sweep / "sweep_report.html").read_text()
-    assert html.count("<tr>") == 3 and "data:image/png;base64," in html
 
 
 # the stages a DSPy compile of the non-LLM program keeps as they are (the learned ones would be fitted instead)
@@ -80,15 +48,15 @@ SIMILARITY_STAGES = ("program/archehr/evidence=embedding", "program/archehr/alig
 
 def test_compile_from_the_cli_scores_before_and_after_and_saves_the_state(tmp_path):
     save_to = tmp_path / "compiled" / "archehr_none.json"
-    proc = run_main("program=archehr", "task=compile", "optimizer=none",
-                    "optimizer.metric=archehr_evidence", f"program.optimize.save_to={save_to}", *SIMILARITY_STAGES,
-                    f"hydra.run.dir={tmp_path / 'run'}")
+    proc = dispatch_run("program=archehr", "task=compile", "optimizer=none",
+                        "optimizer.metric=archehr_evidence", f"program.optimize.save_to={save_to}", *SIMILARITY_STAGES,
+                        f"hydra.run.dir={tmp_path / 'run'}")
     assert proc.returncode == 0, proc.stderr[-2000:]
     scores = json.loads((tmp_path / "run" / "scores.json").read_text())
     # the no-LM program on the 3 bundled cases: Subtask 2 strict F1 per case, averaged (0-1)
-    run = run_main("program=archehr", "metrics.bertscore=null",
-                   *SIMILARITY_STAGES,
-                   f"hydra.run.dir={tmp_path / 'plain'}")
+    run = dispatch_run("program=archehr", "metrics.bertscore=null",
+                       *SIMILARITY_STAGES,
+                       f"hydra.run.dir={tmp_path / 'plain'}")
     per_case = json.loads((tmp_path / "plain" / "scores.json").read_text())["subtask_2"]["strict_macro_f1"] / 100
     assert scores["before"] == scores["after"] == pytest.approx(per_case)
     meta = json.loads(save_to.with_name(save_to.name + ".meta.json").read_text())

@@ -99,23 +99,23 @@ def test_cache_false_keeps_nothing_and_a_hub_name_is_not_kept(own_cache, monkeyp
 
 
 def test_a_cache_setting_that_is_not_true_or_false_is_one_line(tmp_path):
-    from tests.cli import run_main
+    from tests.cli import dispatch_run
 
-    proc = run_main("program=archehr", "data.limit=1", "program.embedder.cache=maybe", f"hydra.run.dir={tmp_path}",
-                    quiet=True)
+    proc = dispatch_run("program=archehr", "data.limit=1", "program.embedder.cache=maybe", f"hydra.run.dir={tmp_path}",
+                        quiet=True)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == ["error: program.embedder.cache must be true or false, not 'maybe'"]
 
 
 def test_the_program_keeps_its_vectors_and_a_rerun_loads_no_model(tmp_path, monkeypatch):
-    from tests.cli import run_main
+    from tests.cli import dispatch_run
 
     common = ("program=archehr", "data.limit=2", f"cache_dir={tmp_path / 'cache'}")
-    assert run_main(*common, f"hydra.run.dir={tmp_path / 'a'}", quiet=True).returncode == 0
+    assert dispatch_run(*common, f"hydra.run.dir={tmp_path / 'a'}", quiet=True).returncode == 0
     embed_module._CACHES.clear()  # a new process: nothing in memory
     dspy.cache.reset_memory_cache()
     refuse_to_load(monkeypatch)
-    assert run_main(*common, f"hydra.run.dir={tmp_path / 'b'}", quiet=True).returncode == 0
+    assert dispatch_run(*common, f"hydra.run.dir={tmp_path / 'b'}", quiet=True).returncode == 0
     for task in (1, 2, 3, 4):
         name = f"submission_subtask_{task}.json"
         assert (tmp_path / "a" / name).read_text() == (tmp_path / "b" / name).read_text()
