@@ -88,13 +88,9 @@ def load_base(base: BaseModel, threads: int = 2) -> tuple[Any, Any]:
 
 @contextlib.contextmanager
 def _one_gguf_parse():
-    """transformers reads a GGUF base three times in one load (its config, its tokenizer, its weights), each time
-    parsing every metadata field anew (a 49k-token vocabulary and its merges, field by field), and rebuilds gguf's
-    tensor-name table for each of the model's ~400 modules: ~60% of a SmolLM2 load (38 of 58 s of a LoRA compile
-    on a slow 2-core machine). Within this block each file is parsed once and each table built once; transformers
-    only reads both (it imports them from `gguf` at each call, so the memoized ones are the ones it gets): the
-    loaded SmolLM2 weights (273 tensors) and tokenizer were the same bit for bit with and without it, and the load
-    took 9.7 instead of 24.9 CPU-s."""
+    """transformers parses a GGUF base three times in one load (config, tokenizer, weights) and rebuilds gguf's
+    tensor-name table per module; within this block each file is parsed and each table built once (the loaded
+    weights and tokenizer equal bit for bit; a SmolLM2 load took 9.7 instead of 24.9 CPU-s)."""
     import gguf
 
     reader_class, name_map = gguf.GGUFReader, gguf.get_tensor_name_map

@@ -135,19 +135,11 @@ class Embedder:
     def _vectors(self, model: Any, texts: list[str], show_progress: bool = False) -> np.ndarray:
         """Unit vectors of `texts`, each a function of its text alone (batch- and thread-count-invariant).
 
-        sentence-transformers pads a batch to its longest text, so a text's vector changed (by ~1e-7) with the
-        texts it was batched with, and through the cache with what the process embedded before: a threshold could
-        then flip between runs. Here every text is padded to its own length bucket (its token count rounded up to
-        `_BUCKET`) and batched only with texts of the same bucket: at a fixed padded length each row's result does
-        not depend on the other rows (measured: alone, in batches of 7 or 70, with other companions: equal bit for
-        bit). Cheaper than the library's own batching here (0.50 vs 0.69 s for 120 note sentences), since the
-        buckets pad less than a batch's longest text.
-
-        Threads: every matrix product runs on ONE torch thread. A product split over several threads adds its
-        partial sums in an order that depends on the split: on an AVX-512 Xeon the vectors on 1 and 2 threads
-        differed (on AVX2 machines they happened to agree), and `threads: auto` picks the count by the machine's
-        load, so a vector would depend on what else ran. The threads this step may use (`threads`, common/cpu.py)
-        take whole batches instead, each batch on one thread: the same kernels and order whatever the count."""
+        sentence-transformers pads a batch to its longest text, so a vector changed (~1e-7) with its batch-mates and
+        a threshold could flip between runs. Here each text is padded to its own length bucket (`_BUCKET`) and
+        batched only within it: equal bit for bit alone or in any batch, and cheaper (0.50 vs 0.69 s for 120 note
+        sentences). Every product runs on ONE torch thread (a split sum's order depends on the split: on AVX-512
+        the vectors on 1 and 2 threads differed); the step's threads (`threads`, common/cpu.py) take whole batches."""
         import torch
 
         if not texts:

@@ -11,13 +11,10 @@ from common.logs import printable
 
 
 class OncePerKind(logging.Filter):
-    """On uvicorn's and asyncio's loggers: a warning or error of one kind (its message's first line and exception
-    type) is logged once, then counted and logged again only at 10, 100, 1000, ... occurrences, so thousands of
-    failing connections (accept() out of file descriptors, invalid HTTP, the connection cap) are a few lines, not a
-    traceback each. asyncio's records (the event loop's own: accept() failures, and the accept retries it schedules,
-    which fail by the thousand once the server socket closes) and OSErrors never have their traceback logged; an
-    application error's first one does. `counts` holds how often each kind happened (`/health` `connection_errors`);
-    at most MAX_KINDS kinds are told apart."""
+    """On uvicorn's and asyncio's loggers: a warning or error of one kind (first line and exception type) is logged
+    once, then only at 10, 100, 1000, ... occurrences, so thousands of failing connections are a few lines. asyncio's
+    records and OSErrors never log their traceback; an application error's first one does. `counts` (`/health`
+    `connection_errors`) tells at most MAX_KINDS kinds apart."""
 
     MAX_KINDS = 50
 
