@@ -40,9 +40,14 @@ def run_main(*args: str, cwd: str | Path = ROOT, env: dict[str, str | None] | No
     merged = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
     environment = {k: v for k, v in merged.items() if v is not None}
     if process:
-        return subprocess.run([sys.executable, str(ROOT / "main.py"), *argv], capture_output=True, text=True,
-                              cwd=cwd, timeout=timeout, env=environment)
+        return subprocess.run(main_command(*argv), capture_output=True, text=True, cwd=cwd, timeout=timeout,
+                              env=environment)
     return main_in_process(argv, cwd=cwd, env=environment)
+
+
+def main_command(*args: str) -> list[str]:
+    """The command line of `python main.py *args` (this interpreter), for a test that starts and signals it."""
+    return [sys.executable, str(ROOT / "main.py"), *args]
 
 
 @dataclass

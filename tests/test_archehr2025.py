@@ -10,7 +10,7 @@ from tasks.archehr.scoring import MetricsConfig, SubmissionError
 from tasks.archehr2025.scoring import score
 from tasks.archehr2025.submission import cited_answer, parse_answer, read_submission
 from tests.builders import program
-from tests.cli import run_main
+from tests.cli import dispatch_run
 from tests.conftest import BUNDLED_CASES, ROOT
 
 pytestmark = pytest.mark.unit
@@ -88,16 +88,16 @@ def test_an_answer_without_any_support_cites_the_selected_evidence(dummy_lm, bun
 
 def test_cli_runs_without_an_lm_then_evaluates_the_official_file(tmp_path):
     out = tmp_path / "run"
-    proc = run_main("program=archehr2025", "metrics.bertscore=null",
-                    f"hydra.run.dir={out}", "progress=false")
+    proc = dispatch_run("program=archehr2025", "metrics.bertscore=null",
+                        f"hydra.run.dir={out}", "progress=false")
     assert proc.returncode == 0, proc.stderr[-2000:]
     submission = json.loads((out / "submission.json").read_text())
     assert [s["case_id"] for s in submission] == ["901", "902", "903"]
     assert all(parse_answer(s["answer"]).citations for s in submission)
     scores = json.loads((out / "scores.json").read_text())
-    again = run_main("program=archehr2025", "task=evaluate",
-                     "metrics.bertscore=null", f"data.submissions={out / 'submission.json'}",
-                     f"hydra.run.dir={tmp_path / 'eval'}")
+    again = dispatch_run("program=archehr2025", "task=evaluate",
+                         "metrics.bertscore=null", f"data.submissions={out / 'submission.json'}",
+                         f"hydra.run.dir={tmp_path / 'eval'}")
     assert again.returncode == 0, again.stderr[-2000:]
     rescored = json.loads((tmp_path / "eval" / "scores.json").read_text())
     assert rescored["overall_score"] == pytest.approx(scores["overall_score"])  # the file scores as the run did

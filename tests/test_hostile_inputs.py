@@ -19,7 +19,7 @@ from common.parameters import LearnedStateError, LoraAdapter
 from lms.gguf_causal_lm import BaseModel, merged_model
 from tasks.archehr.data import ArchEHRDataError, load_question_pairs
 from tests.builders import archehr_stage
-from tests.cli import run_main
+from tests.cli import dispatch_run
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.unit
@@ -125,8 +125,8 @@ def test_a_state_file_naming_a_foreign_package_is_one_error_line(tmp_path):
     state["question.adapter"]["base"] = {"package": "this.x", "file": "SmolLM2-135M-Instruct.Q4_1.gguf"}
     path = tmp_path / "compiled.json"
     path.write_text(json.dumps(state))
-    run = run_main("program=archehr", f"program.compiled={path}", "data.limit=1", f"hydra.run.dir={tmp_path / 'r'}",
-                   quiet=True)
+    run = dispatch_run("program=archehr", f"program.compiled={path}", "data.limit=1", f"hydra.run.dir={tmp_path / 'r'}",
+                       quiet=True)
     assert run.returncode == 2, run.stderr[-800:]
     assert run.stderr.strip().splitlines()[-1].startswith("error: ") and "Traceback" not in run.stderr
     assert "The Zen of Python" not in run.stdout + run.stderr
@@ -198,9 +198,10 @@ def test_the_embedded_lm_and_the_server_lm_send_no_control_tokens(tmp_path):
 
 # --- 8, 9: the threads variable ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("value", ["", "0", "two", "${oc.env:CLINPROG_TEST_SECRET}", "1e3", "300"])
-def test_a_bad_threads_variable_is_one_line_that_shows_no_value(tmp_path, value):
-    run = run_main("program=archehr", "data.limit=1", f"hydra.run.dir={tmp_path}", quiet=True,
-                   env={"CLINPROG_LLAMA_THREADS": value, "CLINPROG_TEST_SECRET": "hunter2-secret"})
+def test_a_bad_threads_variable_is_one_line_that_shows_no_value(tmp_path, monkeypatch, value):
+    monkeypatch.setenv("CLINPROG_LLAMA_THREADS", value)
+    monkeypatch.setenv("CLINPROG_TEST_SECRET", "hunter2-secret")
+    run = dispatch_run("program=archehr", "data.limit=1", f"hydra.run.dir={tmp_path}", quiet=True)
     assert run.returncode == 2
     assert run.stderr.strip().splitlines() == [
         "error: CLINPROG_LLAMA_THREADS must be auto or a whole number from 1 to 256 (its value is not shown)"]

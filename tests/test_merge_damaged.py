@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from tests.cli import one_error_line, run_main
+from tests.cli import dispatch_run, one_error_line, run_main
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.unit
@@ -23,7 +23,7 @@ def shards(tmp_path_factory):
     base = tmp_path_factory.mktemp("merge_damaged")
     folders = [base / f"s{k}" for k in (0, 1)]
     for k, folder in enumerate(folders):
-        proc = run_main(*ARGS, "data.num_shards=2", f"data.shard={k}", f"hydra.run.dir={folder}")
+        proc = dispatch_run(*ARGS, "data.num_shards=2", f"data.shard={k}", f"hydra.run.dir={folder}")
         assert proc.returncode == 0, proc.stderr[-1500:]
     return base, folders
 
@@ -33,8 +33,10 @@ def copy_of(folder, to):
     return to
 
 
-def merge(*dirs, out):
-    return run_main("task=merge", f"dirs=[{','.join(str(d) for d in dirs)}]", f"hydra.run.dir={out}")
+def merge(*dirs, out, process=False):
+    """task=merge of `dirs` into `out` (a real process where Hydra's run-folder callback is the point)."""
+    args = ("task=merge", f"dirs=[{','.join(str(d) for d in dirs)}]", f"hydra.run.dir={out}")
+    return run_main(*args, process=True) if process else dispatch_run(*args)
 
 
 
@@ -105,7 +107,7 @@ def snapshot(folder) -> dict:
 def test_a_merge_into_one_of_its_shards_is_refused_before_anything_is_written(shards):
     _, (s0, s1) = shards
     before = snapshot(s0)
-    line = one_error_line(merge(s0, s1, out=s0))
+    line = one_error_line(merge(s0, s1, out=s0, process=True))  # refused by Hydra's callback, before Hydra writes
     assert line == (f"error: hydra.run.dir={s0} is the shard folder {s0} of dirs: the merge would overwrite it; "
                     "merge into another folder (omit hydra.run.dir)")
     assert snapshot(s0) == before  # its predictions, outputs, .hydra files and main.log as they were

@@ -14,7 +14,7 @@ import pytest
 
 from common.note_text import split_note
 from tasks.archehr.data import load_cases
-from tests.cli import ROOT, run_main
+from tests.cli import ROOT, dispatch_run
 
 pytestmark = pytest.mark.unit
 
@@ -36,7 +36,7 @@ def write_jsonl(path: Path, rows: list[dict[str, str]]) -> Path:
 
 
 def run(cases: Path, out: Path, *extra: str):
-    proc = run_main(*FAST, f"data.cases={cases}", f"hydra.run.dir={out}", *extra)
+    proc = dispatch_run(*FAST, f"data.cases={cases}", f"hydra.run.dir={out}", *extra)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc
 
@@ -97,7 +97,7 @@ def test_a_bad_row_is_one_error_line_before_any_model_loads(tmp_path):
     rows = bundled_as_rows("\n")
     rows[1]["note"] = ""
     cases = write_jsonl(tmp_path / "notes.jsonl", rows)
-    proc = run_main(*FAST, f"data.cases={cases}", f"hydra.run.dir={tmp_path / 'run'}")
+    proc = dispatch_run(*FAST, f"data.cases={cases}", f"hydra.run.dir={tmp_path / 'run'}")
     assert proc.returncode == 2
     assert proc.stderr.strip() == (f"error: {cases}, line 2 (id '902'): an empty field 'note' (each row needs id, "
                                    "message, note)")

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from tasks.archehr.data import load_cases
 from tests.builders import archehr_stage, config, shared_embedder
-from tests.cli import run_main
+from tests.cli import dispatch_run
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.unit
@@ -105,15 +105,15 @@ def test_a_run_in_reverse_order_and_a_resumed_run_write_the_same_submissions(tmp
     # the question stage decodes every message in each run (its cache would hand the resumed run the forward run's
     # candidates: tests/test_question_stage.py checks that a hit equals a decode)
     common = ("program=archehr", "task=run", "program.question.cache=false")
-    assert run_main(*common, f"data.cases={CASES}", f"data.limit={N_CASES}", f"hydra.run.dir={forward}",
-                    quiet=True).returncode == 0
+    assert dispatch_run(*common, f"data.cases={CASES}", f"data.limit={N_CASES}", f"hydra.run.dir={forward}",
+                        quiet=True).returncode == 0
     # the same cases in reverse order, in a run cut short after 1 case and resumed in a new run state: every case
     # comes after other ones than in the forward run (the last first, then the others reversed after a restart; a
     # separate uncut reverse run would repeat these same orders)
     reverse = reversed_copy(CASES, tmp_path / "reversed.xml", N_CASES)
     for limit in (1, N_CASES):
-        assert run_main(*common, f"data.cases={reverse}", f"data.limit={limit}", f"hydra.run.dir={resumed}",
-                        quiet=True).returncode == 0
+        assert dispatch_run(*common, f"data.cases={reverse}", f"data.limit={limit}", f"hydra.run.dir={resumed}",
+                            quiet=True).returncode == 0
     expected = submissions(forward)
     assert len(expected[1]) == N_CASES
     records = [json.loads(line)["case_id"] for line in (resumed / "predictions.jsonl").read_text().splitlines()]

@@ -15,7 +15,7 @@ from common.prediction_log import PredictionLog, PredictionLogError
 from programs.archehr.contract import ArchEHRContract
 from programs.mediqa_corr.contract import MediqaCorrContract
 from tasks.archehr.data import load_cases
-from tests.cli import one_error_line, run_main
+from tests.cli import dispatch_run, one_error_line
 from tests.conftest import BUNDLED_CASES
 
 pytestmark = pytest.mark.unit
@@ -57,12 +57,12 @@ def test_each_bad_shape_is_named_by_the_one_reader(tmp_path, change, says):
 
 def test_task_report_on_a_hand_edited_record_is_one_line_and_rewrites_nothing(tmp_path):
     run_folder(tmp_path, GOOD)
-    first = run_main("task=report", f"dir={tmp_path}", f"hydra.run.dir={tmp_path / 'h1'}", quiet=True)
+    first = dispatch_run("task=report", f"dir={tmp_path}", f"hydra.run.dir={tmp_path / 'h1'}", quiet=True)
     assert first.returncode == 0, first.stderr[-2000:]
     before = {name: (tmp_path / name).read_bytes() for name in ("report.html", "report.md", "answers.md")}
     for change, says in BAD:
         (tmp_path / "predictions.jsonl").write_text(json.dumps({**GOOD, **change}) + "\n")
-        run = run_main("task=report", f"dir={tmp_path}", f"hydra.run.dir={tmp_path / 'h2'}", quiet=True)
+        run = dispatch_run("task=report", f"dir={tmp_path}", f"hydra.run.dir={tmp_path / 'h2'}", quiet=True)
         assert says in one_error_line(run) and "Traceback" not in run.stderr
         assert {name: (tmp_path / name).read_bytes() for name in before} == before  # nothing half-rewritten
 

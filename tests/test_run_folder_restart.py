@@ -1,9 +1,11 @@
 """Run folders across processes: one run per folder (the lock another process holds), Ctrl-C and kill -9 of a real
 run, then its resume; `run.resume=restart` sets the earlier run's outputs aside together, before the first new
 record: killed halfway or stopped by its LM check, it never leaves old scores, submissions or reports beside new
-predictions. A real process only where a signal or a second process is the point; the reruns run in process."""
+predictions. A real process only where a signal, a second process or Hydra's .hydra files are the point; the reruns
+compose and dispatch in this process."""
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -16,7 +18,7 @@ from common.errors import RunFolderError
 from common.run_folder import RunFolder, process_identity
 from lms.local_server import free_port
 from tasks.archehr.data import load_cases
-from tests.cli import QUIET, run_main
+from tests.cli import QUIET, dispatch_run, main_command, run_main
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
@@ -24,21 +26,12 @@ DEV_CASES = ROOT / "data" / "archehr" / "dev_cases.xml"
 OLD_OUTPUTS = ("predictions.jsonl", "fingerprint.json", "scores.json", "usage.json", "config.json", "report.md",
                "report.html", "submission_subtask_1.json", "submission_subtask_2.json", "submission_subtask_3.json",
                "submission_subtask_4.json")
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
-
-
-def main(*args: str) -> list[str]:
-    """The command line of a real `python main.py` process."""
-    return [sys.executable, str(ROOT / "main.py"), *args, *QUIET]
-
-
-def run(*args: str) -> subprocess.CompletedProcess:
-    return run_main(*args, quiet=True)
 
 
 def earlier_run(out) -> dict[str, bytes]:
-    """A finished no-LM run of two bundled cases in `out`: every output file and its bytes."""
-    first = run("data.limit=2", f"hydra.run.dir={out}")
+    """A finished no-LM run of two bundled cases in `out` (a process: Hydra writes its .hydra files too): every output
+    file and its bytes."""
+    first = run_main("data.limit=2", f"hydra.run.dir={out}", quiet=True, process=True)
     assert first.returncode == 0, first.stderr[-1500:]
     return {name: (out / name).read_bytes() for name in OLD_OUTPUTS}
 
@@ -78,9 +71,8 @@ def test_restart_moves_every_output_of_the_earlier_run_together(tmp_path):
 def test_a_restart_killed_after_its_first_records_leaves_no_old_outputs(tmp_path):
     out = tmp_path / "run"
     old = earlier_run(out)
-    proc = subprocess.Popen(main(f"data.cases={DEV_CASES}", "run.resume=restart", f"hydra.run.dir={out}"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
-                            env=ENV)
+    proc = subprocess.Popen(main_command(f"data.cases={DEV_CASES}", "run.resume=restart", f"hydra.run.dir={out}", *QUIET),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     predictions = out / "predictions.jsonl"
     deadline = time.monotonic() + 300
     # the restart moves the earlier predictions aside while this loop reads them: a read can find no file
@@ -97,8 +89,9 @@ def test_a_restart_stopped_by_its_lm_check_leaves_no_old_outputs(tmp_path):
     out = tmp_path / "run"
     old = earlier_run(out)
     dead = f"http://127.0.0.1:{free_port()}/v1"
-    proc = run("lm=openai_compatible", f"lm.client.api_base={dead}", "lm.client.num_retries=0", "run.resume=restart",
-               f"cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={out}")
+    # a process: Hydra's callback keeps the earlier run's .hydra files, which the restart sets aside with the rest
+    proc = run_main("lm=openai_compatible", f"lm.client.api_base={dead}", "lm.client.num_retries=0", "run.resume=restart",
+                    f"cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={out}", quiet=True, process=True)
     assert proc.returncode == 2 and proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
     assert_set_aside_together(out, old)
     assert not (out / "predictions.jsonl").exists()
@@ -174,21 +167,16 @@ def gated_lm():
 RUN_CASES = 12
 
 
-def dev_run(out, lm_overrides=()):
-    """The environment and command of a run over the first 12 dev cases into `out`."""
-    return ({**os.environ, "HF_HUB_OFFLINE": "1"},
-            [sys.executable, str(ROOT / "main.py"), f"data.cases={DEV_CASES}", f"data.limit={RUN_CASES}",
-             "metrics.bertscore=null", "progress=false", f"hydra.run.dir={out}", *lm_overrides])
-
-
-def test_a_second_run_refuses_a_busy_folder_then_ctrl_c_saves_finished_cases_and_the_rerun_resumes(tmp_path, gated_lm):
+def test_a_second_run_refuses_a_busy_folder_then_ctrl_c_saves_finished_cases_and_the_rerun_resumes(tmp_path, gated_lm,
+                                                                                                    caplog):
     """Two concurrent runs into one folder (the second refuses in one line and writes nothing), then Ctrl-C of the
     first (its finished cases saved, one line), then the rerun resumes: nothing lost, nothing run twice."""
     lm_overrides, release = gated_lm
     out = tmp_path / "run"
-    env, args = dev_run(out, lm_overrides)
+    args = (f"data.cases={DEV_CASES}", f"data.limit={RUN_CASES}", "metrics.bertscore=null", "progress=false",
+            f"hydra.run.dir={out}", *lm_overrides)
     # SIGINT as a terminal delivers it, even when pytest itself runs as a background job (which ignores SIGINT)
-    first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+    first = subprocess.Popen(main_command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     predictions = out / "predictions.jsonl"
     deadline = time.monotonic() + 300
@@ -196,7 +184,7 @@ def test_a_second_run_refuses_a_busy_folder_then_ctrl_c_saves_finished_cases_and
         time.sleep(0.05)
     assert first.poll() is None, first.communicate()[1][-1500:]   # held at its third case's LM call
 
-    second = run_main(*args[2:])
+    second = dispatch_run(*args)
     assert second.returncode == 2, second.stderr[-1500:]
     assert second.stderr.strip().startswith(f"error: {out} is in use by another run (PID {first.pid}: ")
     assert second.stderr.strip().count("\n") == 0 and "delete" in second.stderr
@@ -213,12 +201,13 @@ def test_a_second_run_refuses_a_busy_folder_then_ctrl_c_saves_finished_cases_and
     assert "Traceback" not in stderr
     assert (out / "main.log").read_text(encoding="utf-8").splitlines()[-1] == stderr.strip().splitlines()[-1]
 
-    resumed = run_main(*args[2:])
+    resumed = dispatch_run(*args)
     assert resumed.returncode == 0, resumed.stderr[-1500:]
     ids = [json.loads(line)["case_id"] for line in predictions.read_text().splitlines()]
     assert len(ids) == len(set(ids)) == RUN_CASES  # nothing lost, nothing run twice
-    smaller = run_main(*args[2:], f"data.limit={RUN_CASES - 4}")
+    caplog.set_level(logging.INFO)
+    smaller = dispatch_run(*args, f"data.limit={RUN_CASES - 4}")
     assert smaller.returncode == 0, smaller.stderr[-1500:]
-    assert "4 cases in" in smaller.stdout + smaller.stderr and "are not among this run's inputs" in (
-        smaller.stdout + smaller.stderr)
+    said = smaller.stdout + smaller.stderr + caplog.text  # what it printed and logged
+    assert "4 cases in" in said and "are not among this run's inputs" in said
     assert len(json.loads((out / "submission_subtask_1.json").read_text())) == RUN_CASES - 4

@@ -6,7 +6,7 @@ from omegaconf import OmegaConf
 
 from common.errors import ConfigError
 from common.settings import EXECUTORS, SECTIONS, settings
-from tests.cli import run_main
+from tests.cli import dispatch_run
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.unit
@@ -35,7 +35,7 @@ def test_each_executor_option_holds_its_schema_keys_with_the_yaml_defaults(targe
     ("serve.port=99999", "serve.port must be an integer from 1 to 65535, not 99999"),
 ])
 def test_a_serve_knob_that_cannot_work_is_one_error_line_before_anything_loads(tmp_path, override, says):
-    proc = run_main("task=serve", override, f"hydra.run.dir={tmp_path / 'run'}")
+    proc = dispatch_run("task=serve", override, f"hydra.run.dir={tmp_path / 'run'}")
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.strip() == f"error: {says}"
 
@@ -48,9 +48,10 @@ def test_a_section_that_is_not_a_mapping_or_holds_an_unknown_key_is_refused():
 
 
 @pytest.mark.parametrize(("value", "says"), [("", "empty"), ("  \t", "blank")])
-def test_an_empty_or_blank_serve_token_is_refused_at_start_in_one_line(tmp_path, value, says):
+def test_an_empty_or_blank_serve_token_is_refused_at_start_in_one_line(tmp_path, monkeypatch, value, says):
     """CLINPROG_SERVE_TOKEN="" turned the token and the Host guard both off; a blank one answered 401 to everything."""
-    proc = run_main("task=serve", f"hydra.run.dir={tmp_path / 'run'}", env={"CLINPROG_SERVE_TOKEN": value})
+    monkeypatch.setenv("CLINPROG_SERVE_TOKEN", value)
+    proc = dispatch_run("task=serve", f"hydra.run.dir={tmp_path / 'run'}")
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.strip() == (f"error: CLINPROG_SERVE_TOKEN is set but {says}: set it to a token (e.g. python -c "
                                    "'import secrets; print(secrets.token_urlsafe(32))'), or unset it (unset "
