@@ -1,14 +1,15 @@
 """Run folders never mix or lose results: torn lines, hand-broken lines, locks, fingerprints, Ctrl-C, foreign keys."""
 
 import json
+import logging
 
 import pytest
 
 from common.errors import ConfigError, RunFolderError
 from common.prediction_log import PredictionLog, PredictionLogError
 from common.run_folder import RunFolder
-from tests.cli import run_main
-from tests.conftest import ROOT
+from tests.cli import QUIET, dispatch_run, run_main
+from tests.conftest import BUNDLED_KEY, ROOT
 
 pytestmark = pytest.mark.unit
 
@@ -64,29 +65,30 @@ def test_a_changed_fingerprint_refuses_restarts_or_forces(tmp_path):
         assert len(list(tmp_path.glob("previous/*/predictions.jsonl"))) == 1
 
 
-def main(*args):
-    # the baseline question stage: what these tests check is the run folder, not the questions
-    return run_main("program/archehr/question=baseline", *args, quiet=True)
+# the baseline question stage: what these tests check is the run folder, not the questions
+BASELINE = ("program/archehr/question=baseline", *QUIET)
 
 
-def test_rerun_with_a_changed_config_refuses_in_one_line_then_restarts(tmp_path):
+def test_rerun_with_a_changed_config_refuses_in_one_line_then_restarts(tmp_path, caplog):
     out = tmp_path / "run"
-    assert main("data.limit=2", f"hydra.run.dir={out}").returncode == 0
+    # processes: Hydra writes .hydra/*.yaml, and its callback puts them back when the rerun is refused
+    assert run_main(*BASELINE, "data.limit=2", f"hydra.run.dir={out}", process=True).returncode == 0
     first = (out / "predictions.jsonl").read_text()
     hydra_files = {name: (out / ".hydra" / name).read_bytes() for name in ("config.yaml", "hydra.yaml", "overrides.yaml")}
-    again = main("data.limit=2", "program.alignment.threshold=0.95", f"hydra.run.dir={out}")
+    again = run_main(*BASELINE, "data.limit=2", "program.alignment.threshold=0.95", f"hydra.run.dir={out}", process=True)
     assert again.returncode == 2
     assert again.stderr.strip().splitlines() == [again.stderr.strip()]  # one line
     assert "program.alignment.threshold: None -> 0.95" in again.stderr and "run.resume=restart" in again.stderr
     assert (out / "predictions.jsonl").read_text() == first  # nothing stale was served or lost
     # the folder still describes the run whose predictions it holds
     assert {name: (out / ".hydra" / name).read_bytes() for name in hydra_files} == hydra_files
-    restarted = main("data.limit=2", "program.alignment.threshold=0.95", "run.resume=restart",
-                     f"hydra.run.dir={out}")
+    restarted = dispatch_run(*BASELINE, "data.limit=2", "program.alignment.threshold=0.95", "run.resume=restart",
+                             f"hydra.run.dir={out}")
     assert restarted.returncode == 0, restarted.stderr[-1500:]
     assert (out / "predictions.jsonl").read_text() != first
-    same = main("data.limit=2", "program.alignment.threshold=0.95", f"hydra.run.dir={out}")
-    assert same.returncode == 0 and "resuming: 2 cases already in" in same.stdout
+    caplog.set_level(logging.INFO)
+    same = dispatch_run(*BASELINE, "data.limit=2", "program.alignment.threshold=0.95", f"hydra.run.dir={out}")
+    assert same.returncode == 0 and "resuming: 2 cases already in" in caplog.text
 
 
 def test_own_cases_without_a_key_never_take_the_bundled_one(tmp_path):
@@ -94,14 +96,14 @@ def test_own_cases_without_a_key_never_take_the_bundled_one(tmp_path):
     own = tmp_path / "my_cases.xml"
     own.write_bytes((ROOT / "data" / "archehr" / "bundled_cases.xml").read_bytes())
     out = tmp_path / "run"
-    proc = main(f"data.cases={own}", f"hydra.run.dir={out}")
+    proc = dispatch_run(*BASELINE, f"data.cases={own}", f"hydra.run.dir={out}")
     assert proc.returncode == 0, proc.stderr[-1500:]
     for name in ("predictions.jsonl", "usage.json", "report.md", "config.json", "submission_subtask_2.json"):
         assert (out / name).is_file(), name
     scores = json.loads((out / "scores.json").read_text())  # subtask 1 only: the XML holds clinician questions
     assert [scores[f"subtask_{i}"].get("unavailable", "") for i in (2, 3, 4)] == ["no key for these cases (data.key)"] * 3
-    foreign = main(f"data.cases={DEV_CASES}", f"data.key={ROOT / 'data' / 'archehr' / 'bundled_cases_key.json'}",
-                   f"hydra.run.dir={tmp_path / 'foreign'}")
+    foreign = dispatch_run(*BASELINE, f"data.cases={DEV_CASES}", f"data.key={BUNDLED_KEY}",
+                           f"hydra.run.dir={tmp_path / 'foreign'}")
     assert foreign.returncode == 2 and "the key does not belong to the cases" in foreign.stderr
     assert not (tmp_path / "foreign" / "predictions.jsonl").exists()  # refused before any case ran
 
@@ -122,10 +124,10 @@ def test_data_limit_must_be_a_positive_integer_or_null(program, task, limit):
 def test_bad_data_limit_and_a_run_dir_that_is_a_file_are_one_error_line(tmp_path):
     a_file = tmp_path / "results.txt"
     a_file.write_text("mine")
-    limit = main("data.limit=abc", f"hydra.run.dir={tmp_path / 'run'}")
+    limit = dispatch_run(*BASELINE, "data.limit=abc", f"hydra.run.dir={tmp_path / 'run'}")
     assert limit.returncode == 2 and limit.stderr == ("error: data.limit must be a positive integer (the first N "
                                                       "cases) or null (every case), not 'abc'\n")
-    proc = main(f"hydra.run.dir={a_file}")
+    proc = run_main(*BASELINE, f"hydra.run.dir={a_file}", process=True)  # Hydra's callback refuses it
     assert proc.returncode == 2 and proc.stderr == (f"error: hydra.run.dir={a_file} is a file, not a folder; choose "
                                                     "a folder for the run's outputs\n")
     assert a_file.read_text() == "mine"
