@@ -9,7 +9,7 @@ import pytest
 
 from tasks.archehr.data import Case
 from tests.builders import archehr_stage
-from tests.cli import run_main
+from tests.cli import dispatch_run
 from tests.conftest import ROOT
 from tests.test_question_stage import MADE_UP, VAL
 
@@ -17,16 +17,12 @@ pytestmark = [pytest.mark.lm, pytest.mark.embedded_lm]
 VALIDATION = ROOT / "data" / "mediqa_corr" / "MEDEC-MS-ValidationSet-with-GroundTruth-and-ErrorType.csv"
 
 
-def main(*args, env=None, cwd=ROOT):
-    return run_main(*args, env=env, cwd=cwd)
-
-
 def test_embedded_lm_end_to_end_on_one_case_then_resumes_from_cache(tmp_path):
     out = tmp_path / "run"
     # no BERTScore model (its scoring of a run: tests/test_archehr_scoring.py): ~5 s of the three runs here
     args = ("program=archehr", "lm=embedded", "data.limit=1", f"hydra.run.dir={out}", f"cache_dir={tmp_path / 'cache'}",
             "progress=false", "metrics.bertscore=null")
-    proc = main(*args)
+    proc = dispatch_run(*args)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for name in ("predictions.jsonl", "usage.json", "scores.json", "report.md",
                  *(f"submission_subtask_{i}.json" for i in (1, 2, 3, 4))):
@@ -42,21 +38,21 @@ def test_embedded_lm_end_to_end_on_one_case_then_resumes_from_cache(tmp_path):
     assert sub2 == [{"case_id": "901", "prediction": record["evidence_ids"]}]
 
     # Same config, new folder: every LM call is a DSPy cache hit.
-    again = main(*args[:3], f"hydra.run.dir={tmp_path / 'again'}", *args[4:])
+    again = dispatch_run(*args[:3], f"hydra.run.dir={tmp_path / 'again'}", *args[4:])
     assert again.returncode == 0, again.stderr[-2000:]
     assert json.loads((tmp_path / "again" / "usage.json").read_text())["lm_calls_total"] == 0
     assert (tmp_path / "again" / "predictions.jsonl").read_text() .splitlines()[0].startswith('{"case_id": "901"')
 
     # Same folder: the case already in predictions.jsonl is not run again.
-    resumed = main(*args)
+    resumed = dispatch_run(*args)
     assert resumed.returncode == 0
     assert len((out / "predictions.jsonl").read_text().splitlines()) == 1
 
 
 def test_mediqa_embedded_lm_end_to_end_on_one_note(tmp_path):
     out = tmp_path / "run"
-    proc = main("program=mediqa_corr", "lm=embedded", "data.limit=1", "program.search.enabled=false",
-                "metrics.bertscore=null", f"hydra.run.dir={out}", f"cache_dir={tmp_path / 'cache'}", "progress=false")
+    proc = dispatch_run("program=mediqa_corr", "lm=embedded", "data.limit=1", "program.search.enabled=false",
+                        "metrics.bertscore=null", f"hydra.run.dir={out}", f"cache_dir={tmp_path / 'cache'}", "progress=false")
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = (out / "submission.txt").read_text().splitlines()
     assert len(lines) == 1 and lines[0].startswith("ms-val-0 ")
@@ -81,8 +77,8 @@ def test_archehr2025_embedded_lm_writes_a_cited_answer_the_scorer_reads(tmp_path
     out = tmp_path / "run"
     # the answer and its citations from the embedded LM; the evidence from the embedder (the LM's evidence scoring of
     # this case is the ArchEHR run's above: a third LM call here cost ~10 s and proved nothing more)
-    proc = main("program=archehr2025", "lm=embedded", "program/archehr/evidence=embedding", "data.limit=1",
-                "metrics.bertscore=null", f"hydra.run.dir={out}", f"cache_dir={tmp_path / 'cache'}", "progress=false")
+    proc = dispatch_run("program=archehr2025", "lm=embedded", "program/archehr/evidence=embedding", "data.limit=1",
+                        "metrics.bertscore=null", f"hydra.run.dir={out}", f"cache_dir={tmp_path / 'cache'}", "progress=false")
     assert proc.returncode == 0, proc.stderr[-2000:]
     from tasks.archehr2025.submission import parse_answer
 

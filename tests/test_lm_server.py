@@ -4,23 +4,17 @@ The per-case JSON schema of every stage must reach the server in the form it acc
 llama.cpp's server), be honoured (parse success 1.0, no fallbacks), and faults must end in one line."""
 
 import json
-import os
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
 from lms.local_server import MODEL_ALIAS, LlamaServer, RecordingProxy
-from tests.cli import run_main
+from tests.cli import QUIET, dispatch_run, main_command
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.lm, pytest.mark.server]
-
-
-def main(*args, timeout=900):
-    return run_main(*args, timeout=timeout, quiet=True)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +36,8 @@ def test_archehr_case_through_the_server_with_per_case_schemas(llama_server, tmp
     proxy = RecordingProxy(llama_server.api_base)
     try:
         out = tmp_path / "run"
-        proc = main("program=archehr", "data.limit=1", *server_args(proxy.api_base, tmp_path), f"hydra.run.dir={out}")
+        proc = dispatch_run("program=archehr", "data.limit=1", *server_args(proxy.api_base, tmp_path), f"hydra.run.dir={out}",
+                            quiet=True)
     finally:
         proxy.close()
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -65,9 +60,9 @@ def test_archehr_case_through_the_server_with_per_case_schemas(llama_server, tmp
 
 def test_mediqa_note_through_the_server(llama_server, tmp_path):
     out = tmp_path / "run"
-    proc = main("program=mediqa_corr", "data.limit=1", "program.search.enabled=false", "program.react.max_steps=1",
-                "program.reflexion.max_episodes=1", *server_args(llama_server.api_base, tmp_path),
-                f"hydra.run.dir={out}")
+    proc = dispatch_run("program=mediqa_corr", "data.limit=1", "program.search.enabled=false", "program.react.max_steps=1",
+                        "program.reflexion.max_episodes=1", *server_args(llama_server.api_base, tmp_path),
+                        f"hydra.run.dir={out}", quiet=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     record = json.loads((out / "predictions.jsonl").read_text())
     assert record["parse_failures"] == 0 and record["react_steps"] == 1
@@ -75,8 +70,8 @@ def test_mediqa_note_through_the_server(llama_server, tmp_path):
 
 
 def test_a_wrong_model_name_lists_the_servers_models(llama_server, tmp_path):
-    proc = main("program=archehr", "lm=openai_compatible", f"lm.client.api_base={llama_server.api_base}",
-                "lm.client.model=gpt-99", f"hydra.run.dir={tmp_path}")
+    proc = dispatch_run("program=archehr", "lm=openai_compatible", f"lm.client.api_base={llama_server.api_base}",
+                        "lm.client.model=gpt-99", f"hydra.run.dir={tmp_path}", quiet=True)
     assert proc.returncode == 2
     assert proc.stderr.strip() == (f"error: lm=openai_compatible: the server at {llama_server.api_base} does not "
                                    f"serve model 'gpt-99'; it serves ['{MODEL_ALIAS}'] (set lm.client.model)")
@@ -91,10 +86,8 @@ def test_server_killed_mid_run_keeps_finished_cases_and_the_rerun_resumes(llama_
     args = ("program=archehr", "data.limit=2", *server_args(server.api_base, tmp_path), "lm.client.num_retries=0",
             "stages=no_lm", "program/archehr/question=baseline", "program/archehr/evidence=lm",
             f"hydra.run.dir={out}")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen([sys.executable, str(ROOT / "main.py"), *args, "progress=false",
-                             "metrics.bertscore=null"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=ROOT, env=env)
+    proc = subprocess.Popen(main_command(*args, *QUIET), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT)
     predictions = out / "predictions.jsonl"
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and not (predictions.exists() and predictions.read_text().count("\n") >= 1):
@@ -106,7 +99,7 @@ def test_server_killed_mid_run_keeps_finished_cases_and_the_rerun_resumes(llama_
     saved = predictions.read_text().count("\n")
     assert saved >= 1 and (out / "usage.json").is_file() and (out / "report.html").is_file()
     server.start()
-    again = main(*args)
+    again = dispatch_run(*args, quiet=True)
     assert again.returncode == 0, again.stderr[-1500:]
     ids = [json.loads(line)["case_id"] for line in predictions.read_text().splitlines()]
     assert ids == ["901", "902"] and len(ids) == len(set(ids)) == 2
@@ -132,9 +125,9 @@ def test_timeout_is_honoured_and_a_busy_server_is_not_dead(llama_server, tmp_pat
     check_server(llama_server.api_base, MODEL_ALIAS, timeout=1.0)  # busy reading a prompt: no "no server" error
     assert busy.is_alive()  # it was busy when it answered
     start = time.monotonic()
-    proc = main("program=archehr", "data.limit=1", *server_args(llama_server.api_base, tmp_path),
-                "lm.client.timeout=0.5", "lm.client.num_retries=0", "lm.client.check=false",
-                f"hydra.run.dir={tmp_path / 'run'}")
+    proc = dispatch_run("program=archehr", "data.limit=1", *server_args(llama_server.api_base, tmp_path),
+                        "lm.client.timeout=0.5", "lm.client.num_retries=0", "lm.client.check=false",
+                        f"hydra.run.dir={tmp_path / 'run'}", quiet=True)
     busy.join()
     assert proc.returncode == 2 and "Timeout" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert time.monotonic() - start < 120

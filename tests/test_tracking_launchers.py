@@ -5,29 +5,25 @@ import json
 
 import pytest
 
-from tests.cli import run_main
+from tests.cli import dispatch_run, run_main
 
 pytestmark = pytest.mark.integration
-
-
-def main(*args, env=None, timeout=900):
-    # the baseline question stage unless a test names one: each launcher job is a process that builds its program
-    question = () if any(a.startswith("program/archehr/question=") for a in args) else ("program/archehr/question=baseline",)
-    return run_main(*args, *question, env=env, timeout=timeout, quiet=True)
+# the baseline question stage unless a test names one: each launcher job is a process that builds its program
+BASELINE = "program/archehr/question=baseline"
 
 
 def test_a_run_and_a_two_job_joblib_multirun_are_logged_to_mlflow(tmp_path):
     mlflow = pytest.importorskip("mlflow")
     uri = f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}"
     track = ("tracking=mlflow", f"tracking.uri={uri}", f"tracking.artifact_location={tmp_path / 'artifacts'}")
-    single = main("program=archehr", *track, f"hydra.run.dir={tmp_path / 'run'}")
+    single = dispatch_run("program=archehr", BASELINE, *track, f"hydra.run.dir={tmp_path / 'run'}", quiet=True)
     assert single.returncode == 0, single.stderr[-1500:]
     assert "tracking: logged to MLflow run" in single.stdout
     # the joblib launcher's multirun (the basic launcher's is tests/test_sweeps.py, submitit's below)
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
-    sweep = main("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "program=archehr",
-                 "program/archehr/evidence=embedding", "program.evidence.top_share=0.3,0.6", *track,
-                 f"hydra.sweep.dir={tmp_path / 'sweep'}")
+    sweep = run_main("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "program=archehr", BASELINE,
+                     "program/archehr/evidence=embedding", "program.evidence.top_share=0.3,0.6", *track,
+                     f"hydra.sweep.dir={tmp_path / 'sweep'}", quiet=True, process=True)
     assert sweep.returncode == 0, sweep.stderr[-1500:]
     mlflow.set_tracking_uri(uri)
     runs = mlflow.search_runs(experiment_names=["clinprog-archehr"])
@@ -52,15 +48,15 @@ def test_a_two_job_sweep_runs_on_the_submitit_launcher_and_is_reported(tmp_path)
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
     sweep = tmp_path / "sweep"
     extra = ["hydra.launcher.timeout_min=20", "hydra.launcher.tasks_per_node=1"]
-    proc = main("-m", "hydra/launcher=submitit_local", *extra, "program=archehr",
-                "program/archehr/evidence=embedding", "program.evidence.top_share=0.1,0.9",
-                "data.limit=1",   # 2 job processes: one case each
-                f"hydra.sweep.dir={sweep}", f"cache_dir={tmp_path / 'cache'}")
+    proc = run_main("-m", "hydra/launcher=submitit_local", *extra, "program=archehr", BASELINE,
+                    "program/archehr/evidence=embedding", "program.evidence.top_share=0.1,0.9",
+                    "data.limit=1",   # 2 job processes: one case each
+                    f"hydra.sweep.dir={sweep}", f"cache_dir={tmp_path / 'cache'}", quiet=True, process=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     jobs = [json.loads((sweep / str(i) / "scores.json").read_text()) for i in range(2)]
     # a larger share selects more sentences: each job ran its own configuration
     assert jobs[0]["subtask_2"]["strict_micro_recall"] < jobs[1]["subtask_2"]["strict_micro_recall"]
-    report = main("task=sweep_report", f"dir={sweep}", f"hydra.run.dir={tmp_path / 'r'}")
+    report = dispatch_run("task=sweep_report", f"dir={sweep}", f"hydra.run.dir={tmp_path / 'r'}")
     assert report.returncode == 0, report.stderr[-1500:]
     assert (sweep / "sweep_program_evidence_top_share.png").is_file() and (sweep / "sweep_report.html").is_file()
 
@@ -78,10 +74,10 @@ def test_parallel_lm_jobs_share_one_dspy_cache_and_a_rerun_makes_no_lm_call(tmp_
         args = ("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "program=archehr", "lm=openai_compatible",
                 "lm.client.model=m", f"lm.client.api_base={server['api_base']}", "stages=no_lm",
                 "program/archehr/question=lm", "program.question.max_words=10,12", f"cache_dir={tmp_path / 'cache'}")
-        first = main(*args, f"hydra.sweep.dir={tmp_path / 's1'}")
+        first = run_main(*args, f"hydra.sweep.dir={tmp_path / 's1'}", quiet=True, process=True)
         assert first.returncode == 0, first.stderr[-1500:]
         calls = len(server["requests"])
         assert calls >= 2 * 3  # each job asked the LM for each of the 3 bundled cases
-        again = main(*args, f"hydra.sweep.dir={tmp_path / 's2'}")
+        again = run_main(*args, f"hydra.sweep.dir={tmp_path / 's2'}", quiet=True, process=True)
         assert again.returncode == 0, again.stderr[-1500:]
         assert len(server["requests"]) == calls  # served from the shared cache: no request reached the server
