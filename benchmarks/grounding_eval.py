@@ -2,7 +2,7 @@
 
     python benchmarks/grounding_eval.py [--cases X.xml --key X_key.json ...] [--grounding claims] [--seed 0]
                                         [--fabrications FILE] [--override KEY=VALUE ...] [--list-missed]
-    python benchmarks/grounding_eval.py --compare [--fabrications FILE] [--compiled STATE]
+    python benchmarks/grounding_eval.py --compare [--fabrications FILE] [--compiled STATE] [--reader STATE]
                                         [--judge-lm embedded [--lm-override KEY=VALUE ...] [--judge-from 0.99 ...]]
 
 Cases: any ArchEHR XML files with their keys (`--cases`/`--key`, repeatable, in pairs; default
@@ -28,7 +28,9 @@ sentences injected into the otherwise correct answer of a case, at a random plac
 
 `--compare` scores, at their configured settings, the rules (`claims`), the learned verifier alone
 (`learned`, `program.grounding.rules=false`) and both (`learned`), the verifier's weights loaded from `--compiled`
-(default: the shipped program state), with each one's milliseconds per answer sentence. With `--judge-lm OPTION` (a
+(default: the shipped program state), with each one's milliseconds per answer sentence. `--reader STATE` adds the
+reader verifier (`grounding=reader`, its weights from STATE; every sentence read, none from the cache), alone and with
+the rules. With `--judge-lm OPTION` (a
 conf/lm option: embedded, openai_compatible with `--lm-override lm.client.api_base=...`, ...) it also scores the LM
 judge (`program.grounding.judge=lm`; its demos from `--compiled` when that state holds a compiled judge): alone, with
 the rules, with the rules and the verifier, and with the verifier as its first pass (`judge_from`), each row with the
@@ -82,6 +84,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--compare", action="store_true", help="rules vs learned verifier vs both, one table")
     parser.add_argument("--compiled", default=str(DATA / "compiled_program.json"),
                         help="program state holding the learned verifier's weights (default: the shipped one)")
+    parser.add_argument("--reader", default=None, help="with --compare: also the reader verifier, its weights from "
+                        "this program state (e.g. data/archehr/compiled_reader_qwen.json)")
     parser.add_argument("--judge-lm", default=None, help="with --compare: also the LM judge on this conf/lm option")
     parser.add_argument("--lm-override", action="append", default=[], metavar="KEY=VALUE",
                         help="an lm.* override for --judge-lm, e.g. lm.client.api_base=http://127.0.0.1:8080/v1")
@@ -113,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"{len(items)} cases, {sum(len(i.fabricated) for i in items)} fabricated sentences "
               f"({'from ' + args.fabrications if fabrications is not None else 'made here'}); verifier weights from "
               f"{os.path.relpath(args.compiled)}\n")
-        print("\n".join(compare(embedder, items, kinds, args.compiled, args.override)))
+        print("\n".join(compare(embedder, items, kinds, args.compiled, args.override, args.reader)))
         if args.judge_lm:
             print(f"\nThe LM judge, lm={args.judge_lm}" + (f" ({' '.join(args.lm_override)})" if args.lm_override else "")
                   + ":\n")
@@ -161,23 +165,30 @@ def built_check(embedder, node, compiled: str | None = None):
     return check
 
 
-def compare(embedder, items, kinds: Sequence[str], compiled: str, overrides: Sequence[str]) -> list[str]:
-    """One row per check (rules, verifier alone, rules + verifier) at its configured settings."""
+def compare(embedder, items, kinds: Sequence[str], compiled: str, overrides: Sequence[str],
+            reader: str | None = None) -> list[str]:
+    """One row per check (rules, verifier alone, rules + verifier; the reader's two with `reader`) at its configured
+    settings."""
     import time
 
     from common.config_groups import compose_config
 
-    checks = [("rules (claims)", ["program/archehr/grounding=claims"]),
-              ("learned verifier alone", ["program/archehr/grounding=learned", "program.grounding.rules=false"]),
-              ("rules + learned verifier", ["program/archehr/grounding=learned"])]
+    checks = [("rules (claims)", ["program/archehr/grounding=claims"], compiled),
+              ("learned verifier alone", ["program/archehr/grounding=learned", "program.grounding.rules=false"],
+               compiled),
+              ("rules + learned verifier", ["program/archehr/grounding=learned"], compiled)]
+    if reader:
+        uncached = ["program/archehr/grounding=reader", "program.grounding.verifier.reader.cache=false"]
+        checks += [("reader verifier alone", [*uncached, "program.grounding.rules=false"], reader),
+                   ("rules + reader verifier", uncached, reader)]
     lines = ["| check | flag precision | flag recall | false-flag rate (reference) | ms per sentence |"
              + "".join(f" recall: {k} |" for k in kinds), "|---|---|---|---|---|" + "---|" * len(kinds)]
-    for name, choice in checks:
+    for name, choice, state in checks:
         node = compose_config("program=archehr", "stages=lm", *choice, *overrides).program.grounding
-        check = built_check(embedder, node, compiled)
+        check = built_check(embedder, node, state)
         score(check, items[:1])  # models loaded before timing; then every check starts from empty text caches
         embedder._cache.clear()
-        if getattr(check, "verifier", None) is not None:
+        if getattr(check, "verifier", None) is not None and hasattr(check.verifier, "aligner"):
             check.verifier.aligner._cache.clear()
         started = time.perf_counter()
         s = score(check, items)

@@ -50,6 +50,8 @@ MODELS: dict[str, dict[str, str]] = {
 # tokens each user text may take: a prompt then always fits its context (a pasted table or a long message is cut)
 LIMITS = {"question": 96, "message": 384, "sentence": 192}
 _QUESTION_TAIL = "\nDoes this note sentence help answer the question? Answer yes or no.<|im_end|>\n<|im_start|>assistant\n"
+_CLAIM_TAIL = ("\nIs every detail of the claim supported by the note? Answer yes or no.<|im_end|>\n"
+               "<|im_start|>assistant\n")
 _LOADED: dict[tuple[str, int, int], tuple[Any, Any, threading.Lock]] = {}  # (model, its batch, its lock)
 _LOAD_LOCK = threading.Lock()
 
@@ -214,6 +216,23 @@ class GGUFReader:
             return np.stack([found[k] for k in keys]).astype(np.float32)
         return found[keys[0]].reshape(len(sentences), -1).astype(np.float32)
 
+    def read_claims(self, notes: list[list[str]], claims: list[str]) -> np.ndarray:
+        """(len(claims), dim) float32: each claim (an answer sentence) read after the note sentences it rests on, with
+        a support question (the grounding verifier's reading); `form` and `pooling` do not apply: one prompt a claim,
+        its last token. Cached as `read`'s vectors are."""
+        if not claims:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        keys = [(False, json.dumps(["claim", list(note), claim])) for note, claim in zip(notes, claims, strict=True)]
+        store = self._vector_store()
+        found = store.get(keys) if store is not None else {}
+        rest = list(dict.fromkeys(k for k in keys if k not in found))
+        if rest:
+            computed = self._per_claim([json.loads(k[1])[1:] for k in rest])
+            if store is not None:
+                store.put(rest, computed)
+            found.update(zip(rest, computed, strict=True))
+        return np.stack([found[k] for k in keys]).astype(np.float32)
+
     def _tokens(self, llm: Any, text: str, limit: int | None = None, special: bool = False) -> list[int]:
         tokens = llm.tokenize(text.encode("utf-8"), add_bos=False, special=special)
         return tokens[:limit] if limit else tokens
@@ -256,6 +275,26 @@ class GGUFReader:
                 threads = threads_now(self.threads)  # asked per prompt: the machine's load changes while a note is read
                 llama_cpp.llama_set_n_threads(llm.ctx, threads, threads)
                 tokens = head + self._tokens(llm, "Note sentence: ") + self._tokens(llm, sentence, LIMITS["sentence"])
+                out.append(self._hidden(llm, batch, tokens + tail)[-1])
+        return np.asarray(out, dtype=np.float32)
+
+    def _per_claim(self, pairs: list[list]) -> np.ndarray:
+        """One prompt per (note sentences, claim): `Note:` the sentences, one a line, `Claim:` the claim, then the
+        support question; the last token's vector."""
+        llm, batch, lock = self._llm()
+        import llama_cpp
+
+        with lock:
+            t = functools.partial(self._tokens, llm)
+            tail = t(_CLAIM_TAIL, special=True)
+            out = []
+            for note, claim in pairs:
+                threads = threads_now(self.threads)
+                llama_cpp.llama_set_n_threads(llm.ctx, threads, threads)
+                tokens = llm.tokenize(b"<|im_start|>user\n", add_bos=True, special=True) + t("Note:\n")
+                for sentence in note:
+                    tokens += t(sentence, LIMITS["sentence"]) + t("\n")
+                tokens += t("Claim: ") + t(claim, LIMITS["sentence"])
                 out.append(self._hidden(llm, batch, tokens + tail)[-1])
         return np.asarray(out, dtype=np.float32)
 

@@ -128,8 +128,10 @@ def parse_fabrications(data: Any, cases: Sequence[Case], where: str = "fabricati
     return out
 
 
-def load_fabrications(path: str | Path, cases: Sequence[Case]) -> dict[str, list[Fabrication]]:
-    """`parse_fabrications` of a JSON file; an unreadable or malformed file is a `FabricationsError` too."""
+def load_fabrications(path: str | Path, cases: Sequence[Case], other_cases: bool = False) -> dict[str, list[Fabrication]]:
+    """`parse_fabrications` of a JSON file; an unreadable or malformed file is a `FabricationsError` too. With
+    `other_cases`, the entries of cases not in `cases` are left out instead of refused (a verifier's fit reads the
+    cases of its two splits from files that may hold more)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -139,6 +141,11 @@ def load_fabrications(path: str | Path, cases: Sequence[Case]) -> dict[str, list
         data = json_input.loads(text)
     except ValueError as exc:
         raise FabricationsError(f"{path}: not valid JSON ({exc})") from None
+    if other_cases and isinstance(data, dict) and isinstance(data.get("cases"), dict):
+        loaded = {c.case_id for c in cases}
+        data = {**data, "cases": {k: v for k, v in data["cases"].items() if k in loaded}}
+        if not data["cases"]:
+            return {}
     return parse_fabrications(data, cases, where=str(path))
 
 

@@ -1,5 +1,6 @@
-"""Grounding by the rules of `claims.py` and a learned verifier (`verifier/module.py`): an answer sentence
-is flagged when either flags it (`rules: false` uses the verifier alone). Each verdict carries the verifier's
+"""Grounding by the rules of `claims.py` and a learned verifier (`program.grounding.verifier`: `verifier/module.py`'s
+token verifier with grounding=learned, `verifier/reader.py`'s reader with grounding=reader): an answer sentence is
+flagged when either flags it (`rules: false` uses the verifier alone). Each verdict carries the verifier's
 probability, kind of conflict and the note sentence it conflicts with under `verifier`; the verdict is the
 verifier's when it flags (contradicted / not in the note), else the rules'. With `judge: lm` the verifier is the LM
 judge's first pass: `judge_from` is the verifier's probability from which a sentence goes to the LM.
@@ -12,6 +13,7 @@ from programs.archehr.grounding.claims import ClaimsGroundingCheck
 from programs.archehr.grounding.similarity import NoteFacts
 from programs.archehr.grounding.verdicts import SUPPORTED
 from programs.archehr.grounding.verifier.module import LearnedVerifier
+from programs.archehr.grounding.verifier.reader import ReaderVerifier
 from programs.archehr.shared.similarity import cosine_matrix
 from retrieval.embed import Embedder
 from tasks.archehr.data import NoteSentence
@@ -22,7 +24,7 @@ PREMISE_WITHOUT_CITATIONS = 3  # an uncited answer sentence is checked against t
 class LearnedGroundingCheck(ClaimsGroundingCheck):
     def __init__(self, embedder: Embedder, min_similarity: float, number_tolerance: float, number_context: int,
                  check_negation: bool, unknown_terms: str, on_unsupported: str, max_words: int, soft_cut_ratio: float,
-                 judge: str = "none", min_coverage: float = 0.0, verifier: dict | None = None,
+                 judge: str = "none", min_coverage: float = 0.0, verifier: LearnedVerifier | ReaderVerifier | None = None,
                  rules: bool = True, judge_compile: dict | None = None, judge_from: float = 0.0) -> None:
         super().__init__(embedder, min_similarity, number_tolerance, number_context, check_negation, unknown_terms,
                          on_unsupported, max_words, soft_cut_ratio, judge, min_coverage, judge_compile)
@@ -33,10 +35,10 @@ class LearnedGroundingCheck(ClaimsGroundingCheck):
         self.judge_from = float(judge_from)
         if not isinstance(rules, bool):
             raise ConfigError(f"program.grounding.rules must be true or false, not {rules!r}")
-        try:
-            self.verifier = LearnedVerifier(embedder, **dict(verifier or {}))
-        except TypeError as exc:  # an unknown setting
-            raise ConfigError(f"program.grounding.verifier: {exc}".replace("LearnedVerifier.__init__() ", "")) from None
+        if not isinstance(verifier, (LearnedVerifier, ReaderVerifier)):
+            raise ConfigError("program.grounding.verifier must name a verifier (_target_: LearnedVerifier or "
+                              "ReaderVerifier, as program/archehr/grounding=learned and =reader do)")
+        self.verifier = verifier
         self.rules = rules
 
     def wants_judge(self, out: dict) -> bool:

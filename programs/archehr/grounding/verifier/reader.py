@@ -1,0 +1,179 @@
+"""`ReaderVerifier`: does the note support an answer sentence, as a small LM reads it (issue #70 item 5)?
+
+The reader (lms/reader.py, `read_claims`) reads the note sentences an answer sentence cites, the sentence, and "Is
+every detail of the claim supported by the note?"; the hidden state it ends on goes through a logistic head to
+P(not supported). The sentence is flagged when that reaches the threshold chosen on validation.
+
+It learns from sentences people wrote, not from rule-made changes: on the dev cases' hand-written fabrications a
+reader head fitted on `verifier/perturb.py`'s changes ranked no better than chance (AUC 0.50, SmolLM2), one fitted on
+hand-written ones did (benchmarks/README.md, "Grounding with a reader"). `fit(trainset, valset)`: the training
+cases' reference answer sentences (supported) and the hand-written fabrications of those cases (`fabrications`:
+grounding-fabrications/1 files) fit the head, its L2 strength chosen by case-grouped cross-validation; the threshold
+is the lowest that flags at most `max_false_flags` of the validation cases' reference sentences; the validation
+cases' fabrications (when a file holds some) say what it catches.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import dspy
+import numpy as np
+
+from common.errors import ConfigError
+from common.logistic_fit import fit_scorer, folds
+from common.parameters import LearnedStateError, LogisticHead
+from lms.reader import GGUFReader
+from programs.archehr.grounding.verdicts import NOT_IN_NOTE, SUPPORTED
+from programs.archehr.grounding.verifier.module import flag_threshold
+from programs.archehr.grounding.verifier.pairs import MAX_PREMISE_SENTENCES, cited_answers
+from tasks.archehr.data import NoteSentence
+
+C_GRID = (0.001, 0.003, 0.01, 0.03, 0.1)  # hundreds of columns against a few hundred sentences: strong L2
+CV_FOLDS = 5
+NOT_FITTED = ("program/archehr/grounding=reader: program.compiled holds no reader verifier fitted with this reader "
+              "(task=compile experiment=compile_reader_verifier fits one)")
+
+
+class ReaderVerifierHead(LogisticHead):
+    """The head's weights, threshold (`selection`) and fit. A state that holds another verifier's weights (the
+    token verifier's, as the shipped program does) loads as not fitted: a run that reaches it says how to fit one."""
+
+    def load_state(self, state: Any) -> LogisticHead:
+        if isinstance(state, dict) and state.get("format") == "clinprog-verifier/1":
+            self.coef = None
+            return self
+        return super().load_state(state)
+
+    def probabilities(self, x: np.ndarray) -> np.ndarray:
+        if not self.fitted:
+            raise LearnedStateError(NOT_FITTED)
+        return super().probabilities(x)
+
+
+class ReaderVerifier(dspy.Module):
+    def __init__(self, reader: GGUFReader, threshold: float | None = None, max_false_flags: float = 0.04,
+                 fabrications: Sequence[str] = ()) -> None:
+        super().__init__()
+        if threshold is not None and not 0.0 < float(threshold) <= 1.0:
+            raise ConfigError(f"program.grounding.verifier.threshold must be in (0, 1] or null, not {threshold!r}")
+        if not 0.0 <= float(max_false_flags) < 1.0:
+            raise ConfigError(f"program.grounding.verifier.max_false_flags must be in [0, 1), not {max_false_flags!r}")
+        if isinstance(fabrications, str):
+            fabrications = [fabrications]
+        self.reader = reader
+        self.threshold_setting, self.max_false_flags = threshold, float(max_false_flags)
+        self.fabrications = [str(f) for f in fabrications or ()]
+        # the reader's identity is in the set's name: its columns are numbered, so only the name tells readings apart
+        self.weights = ReaderVerifierHead(f"reader_verifier/1:{reader.name}",
+                                          tuple(f"reader_{i}" for i in range(reader.dim)))
+
+    @property
+    def threshold(self) -> float:
+        if self.threshold_setting is not None:
+            return float(self.threshold_setting)
+        if not self.weights.fitted:
+            raise LearnedStateError(NOT_FITTED)
+        return float(self.weights.selection["threshold"])
+
+    def probabilities(self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str]) -> np.ndarray:
+        """P(not supported) of each answer sentence read after its note sentences."""
+        if not hypotheses:
+            return np.zeros(0)
+        notes = [list(p)[:MAX_PREMISE_SENTENCES] for p in premises]
+        return self.weights.probabilities(self.reader.read_claims(notes, list(hypotheses)).astype(float))
+
+    def forward(self, answer_sentence: str, note_sentences: Sequence[NoteSentence]) -> dspy.Prediction:
+        premise = list(note_sentences)[:MAX_PREMISE_SENTENCES]
+        unsupported = float(self.probabilities([[s.text for s in premise]], [answer_sentence])[0])
+        flagged = unsupported >= self.threshold
+        # the reader says whether, not how: "not in the note" (the note does not say it) is what a flag knows; no kind
+        # of conflict and no one sentence it conflicts with
+        return dspy.Prediction(verdict=NOT_IN_NOTE if flagged else SUPPORTED, probability=round(unsupported, 4),
+                               kind=None, conflict_id=None, conflict_text=None)
+
+    # --- fitting --------------------------------------------------------------------------------------------------
+    def _fabricated(self, examples: Sequence[dspy.Example]) -> list[tuple[str, list[str], str]]:
+        """(case id, cited note texts, text) of every fabrication the files hold for `examples`' cases (those of
+        other cases are left out); a malformed file, or a citation its case lacks, is one line."""
+        from tasks.archehr.fabrications import load_fabrications
+
+        cases = {ex.case.case_id: ex.case for ex in examples}
+        out = []
+        for path in self.fabrications:
+            for case_id, made in load_fabrications(path, list(cases.values()), other_cases=True).items():
+                by_id = {s.id: s.text for s in cases[case_id].sentences}
+                out += [(case_id, [by_id[i] for i in f.citations][:MAX_PREMISE_SENTENCES], f.text) for f in made]
+        return out
+
+    def preflight(self, trainset: Sequence[dspy.Example]) -> None:
+        if not any(getattr(ex, "key", None) is not None for ex in trainset):
+            raise ConfigError("the reader verifier's training cases have no key (data.train needs ArchEHR XML cases "
+                              "with their reference answers)")
+        if not self.fabrications:
+            raise ConfigError("the reader verifier learns from hand-written fabrications of its training cases: set "
+                              "program.grounding.verifier.fabrications (grounding-fabrications/1 files)")
+
+    def fit(self, trainset: Sequence[dspy.Example], valset: Sequence[dspy.Example],
+            log: Callable[[str], None] = print) -> dict[str, Any]:
+        """Fit the head on `trainset`'s reference sentences and fabrications, choose the threshold on `valset`'s
+        reference sentences; `refused` says why the result should not be adopted."""
+        started = time.time()
+        self.preflight(trainset)
+        train = [ex for ex in trainset if getattr(ex, "key", None) is not None]
+        val = [ex for ex in valset if getattr(ex, "key", None) is not None]
+        train_ids = {ex.case.case_id for ex in train}
+        made = self._fabricated([*train, *[ex for ex in val if ex.case.case_id not in train_ids]])
+        rows = [(ex.case.case_id, cited, text, 0) for ex in train for text, cited in cited_answers(ex.case, ex.key)]
+        rows += [(cid, cited, text, 1) for cid, cited, text in made if cid in train_ids]
+        if not any(label for *_, label in rows):
+            raise ConfigError("program.grounding.verifier.fabrications: none of them is of a training case "
+                              f"({len(train_ids)} cases in data.train)")
+        log(f"reader verifier: reading {len(rows)} training sentences ({sum(r[3] for r in rows)} fabricated)")
+        x = self.reader.read_claims([r[1] for r in rows], [r[2] for r in rows]).astype(float)
+        y = np.array([r[3] for r in rows])
+        c, cv_auc = self._choose_c(x, y, [r[0] for r in rows])
+        head = fit_scorer(x, y, self.weights.features, c, self.weights.feature_set, class_weight="balanced")
+        self.weights.set(head.mean, head.scale, head.coef, head.intercept, {"threshold": 0.5})
+        supported = [(cited, text) for ex in val for text, cited in cited_answers(ex.case, ex.key)]
+        scores = self.probabilities([p for p, _ in supported], [h for _, h in supported])
+        threshold = flag_threshold(scores, self.max_false_flags)
+        held = [(cited, text) for cid, cited, text in made if cid not in train_ids]
+        caught = self.probabilities([p for p, _ in held], [h for _, h in held]) >= threshold if held else np.zeros(0)
+        fit: dict[str, Any] = {
+            "training_sentences": len(rows), "training_fabricated": int(y.sum()), "training_cases": len(train_ids),
+            "C": c, "cv_auc": round(cv_auc, 4), "validation_reference_sentences": len(scores),
+            "max_false_flags": self.max_false_flags,
+            "validation_false_flags": round(float((scores >= threshold).mean()), 4) if len(scores) else None,
+            "validation_fabricated": len(held),
+            "validation_recall": round(float(caught.mean()), 4) if len(held) else None,
+            "seconds": round(time.time() - started, 1)}
+        self.weights.set(head.mean, head.scale, head.coef, head.intercept, {"threshold": threshold}, fit)
+        log(f"reader verifier: threshold {threshold:.3f}; validation false flags {fit['validation_false_flags']} of "
+            f"{len(scores)} reference sentences, recall {fit['validation_recall']} of {len(held)} fabricated")
+        if held and len(scores) and fit["validation_recall"] <= fit["validation_false_flags"]:
+            fit["refused"] = (f"it flags {fit['validation_recall']:.0%} of the validation fabrications and "
+                              f"{fit['validation_false_flags']:.0%} of the correct sentences (no better than chance)")
+        return fit
+
+    def _choose_c(self, x: np.ndarray, y: np.ndarray, case_ids: list[str]) -> tuple[float, float]:
+        """The C of `C_GRID` whose case-grouped out-of-fold scores rank the fabrications best, and that AUC."""
+        from sklearn.metrics import roc_auc_score
+
+        cases = sorted(set(case_ids))
+        of_case = np.array([cases.index(c) for c in case_ids])
+        best = (C_GRID[0], -1.0)
+        for c in C_GRID:
+            oof = np.zeros(len(y))
+            for held in folds(len(cases), min(CV_FOLDS, len(cases))):
+                test = np.isin(of_case, held)
+                if test.all() or len(set(y[~test].tolist())) < 2:
+                    continue
+                head = fit_scorer(x[~test], y[~test], self.weights.features, c, class_weight="balanced")
+                oof[test] = head.probabilities(x[test])
+            auc = float(roc_auc_score(y, oof)) if 0 < y.sum() < len(y) else 0.5
+            if auc > best[1] + 1e-9:
+                best = (c, auc)
+        return best
