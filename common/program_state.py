@@ -161,7 +161,11 @@ def fitted_knobs(config: dict[str, Any]) -> dict[str, Any]:
     except (ClinprogError, OSError, ValueError):
         return config
     for name, part in state.items():
-        stage = program.get(name.split(".")[0])
+        # "evidence.scorer" -> program.evidence; "_grounding.verifier.weights" -> program.grounding.verifier
+        first, *inner = name.split(".")[:-1] or [name]
+        stage = program.get(first.lstrip("_"))
+        for key in inner:
+            stage = stage.get(key) if isinstance(stage, dict) and isinstance(stage.get(key), dict) else stage
         selection = part.get("selection") if isinstance(part, dict) else None
         if not isinstance(stage, dict) or not isinstance(selection, dict):
             continue

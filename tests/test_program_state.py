@@ -63,3 +63,17 @@ def test_a_save_killed_or_stopped_midway_leaves_no_temporary_file_beside_save_to
         save_compiled(program, path, {})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["heads.json", "heads.json.meta.json"]
     assert path.read_bytes() == saved
+
+
+def test_a_knob_left_null_shows_the_fitted_value_its_state_holds_nested_parts_too(tmp_path):
+    from common.program_state import fitted_knobs
+
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"evidence.scorer": {"selection": {"threshold": 0.375}},
+                                 "_grounding.verifier.weights": {"selection": {"threshold": 0.42}},
+                                 "metadata": {"dependency_versions": {}}}))
+    config = {"program": {"compiled": str(state), "evidence": {"threshold": None, "relative": 0.5},
+                          "grounding": {"verifier": {"threshold": None}}}}
+    shown = fitted_knobs(config)["program"]
+    assert shown["evidence"] == {"threshold": "fitted: 0.375", "relative": 0.5}  # a value the user set stays
+    assert shown["grounding"]["verifier"]["threshold"] == "fitted: 0.42"
