@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm would fetch its cost map otherwise
 
@@ -18,8 +17,7 @@ except KeyboardInterrupt:
     raise SystemExit(130) from None
 
 
-# an absolute path: the same configs whether this file runs as a script or is imported (tests run it in process)
-@hydra.main(version_base="1.3", config_path=str(Path(__file__).resolve().parent / "conf"), config_name="config")
+@hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
     return dispatch(cfg)
 

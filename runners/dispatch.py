@@ -1,7 +1,7 @@
 """Run the task a composed config names: the whole body of `python main.py ...` once Hydra has composed `cfg`.
 
-`main.py` only wraps this in `@hydra.main`; tests call it in process through the same `@hydra.main` entry
-(`tests/cli.py`), so a test of an error line asserts what a user sees without paying a Python start per run.
+`main.py` only wraps this in `@hydra.main`; tests compose the config and call it (`tests/cli.py`), as
+lightning-hydra-template's tests call `train(cfg)`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """How tests run clinprog, and a fake LM server.
 
 `dispatch_run` composes the config and calls the dispatcher in this process, as lightning-hydra-template's tests
-compose and call `train(cfg)`: most tests. `run_main` starts `python main.py ...` as a user does, for what only a
-process shows (the command line's own refusals, exit on a signal, locks, launchers, output on file descriptors).
-`quiet=True` adds the flags most tests want (no progress bars, no BERTScore model). `fake_openai_server` is a real HTTP server
-on 127.0.0.1 speaking enough of the OpenAI API (`GET /v1/models`, `POST /v1/chat/completions`) for
-`lm=openai_compatible`: `reply(last message) -> content`.
+compose and call `train(cfg)`: most tests. `composition_error` is the line `main.cli()` prints for a command line Hydra
+cannot compose. `run_main` starts `python main.py ...` as a user does, for what only a process shows (Hydra's
+callbacks and .hydra files, multiruns and launchers, signals, locks, output on file descriptors); `main_command` is
+its command line, for a test that starts and signals it. `quiet=True` adds the flags most tests want (no progress
+bars, no BERTScore model). `fake_openai_server` is a real HTTP server on 127.0.0.1 speaking enough of the OpenAI API
+(`GET /v1/models`, `POST /v1/chat/completions`) for `lm=openai_compatible`: `reply(last message) -> content`.
 """
 
 from __future__ import annotations
@@ -23,26 +24,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.in_process import exit_code_of, main_in_process  # noqa: F401 (re-exported: the tests' helpers)
-
 ROOT = Path(__file__).resolve().parents[1]
 QUIET = ("progress=false", "metrics.bertscore=null")
 
 
 def run_main(*args: str, cwd: str | Path = ROOT, env: dict[str, str | None] | None = None, timeout: float = 900,
-             quiet: bool = False, process: bool = False) -> subprocess.CompletedProcess:
-    """`python main.py *args` (from `cwd`), offline (HF_HUB_OFFLINE=1), output captured as text.
-
-    In this process by default (the same `@hydra.main` entry, its exit code, stdout and stderr); `process=True` starts
-    a real Python where the process is the point (exit on a signal, third-party output on file descriptors, Ray).
-    `env` is added to the environment; a None value unsets that variable. `timeout` bounds a real process only."""
-    argv = [*args, *(QUIET if quiet else ())]
+             quiet: bool = False) -> subprocess.CompletedProcess:
+    """`python main.py *args` as a real process (from `cwd`), offline (HF_HUB_OFFLINE=1), output captured as text:
+    for what only a process shows. `env` is added to the environment; a None value unsets that variable."""
     merged = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
     environment = {k: v for k, v in merged.items() if v is not None}
-    if process:
-        return subprocess.run(main_command(*argv), capture_output=True, text=True, cwd=cwd, timeout=timeout,
-                              env=environment)
-    return main_in_process(argv, cwd=cwd, env=environment)
+    return subprocess.run(main_command(*args, *(QUIET if quiet else ())), capture_output=True, text=True, cwd=cwd,
+                          timeout=timeout, env=environment)
 
 
 def main_command(*args: str) -> list[str]:

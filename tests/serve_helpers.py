@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 
 import httpx
 
 from lms.local_server import free_port
+from tests.cli import main_command
 from tests.conftest import ROOT
 
 
@@ -18,7 +18,7 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = subprocess.Popen(
-            [sys.executable, str(ROOT / "main.py"), "task=serve", f"serve.port={self.port}", *args],
+            main_command("task=serve", f"serve.port={self.port}", *args),
             cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 180

@@ -12,7 +12,7 @@ from common.logs import NOISY, quiet_third_party
 from tests.cli import run_main
 from tests.conftest import BUNDLED_CASES, BUNDLED_KEY, ROOT
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.integration  # real processes: the noise is on their file descriptors
 
 TINY = ROOT / "tests" / "fixtures" / "corpus" / "tiny.jsonl"
 SUBMISSION = ROOT / "tests" / "fixtures" / "archehr_submission"
@@ -22,10 +22,6 @@ NOISE = {
     "bm25s": re.compile(r"\[bm25s\]\[DEBUG\]"),
     "absl": re.compile(r"\[absl\]\[INFO\] - Using default tokenizer\."),
 }
-
-
-def main(*args: str) -> subprocess.CompletedProcess:
-    return run_main(*args, "progress=false", timeout=600, process=True)  # the noise on the process's file descriptors
 
 
 def noise(proc: subprocess.CompletedProcess, run_dir) -> dict[str, list[str]]:
@@ -40,9 +36,9 @@ def noise(proc: subprocess.CompletedProcess, run_dir) -> dict[str, list[str]]:
 def tiny_index(tmp_path_factory):
     """The tiny corpus indexed by `task=index` (default verbosity): the index folder and the run."""
     root = tmp_path_factory.mktemp("quiet")
-    proc = main("task=index", f"index_dir={root / 'idx'}", "corpus.name=tiny", f"corpus.paths=[{TINY}]",
-                "corpus.text_field=body", "corpus.title_fields=[topic]", "corpus.source_field=src",
-                "corpus.metadata_fields=[]", f"hydra.run.dir={root / 'index_run'}")
+    proc = run_main("task=index", f"index_dir={root / 'idx'}", "corpus.name=tiny", f"corpus.paths=[{TINY}]",
+                    "corpus.text_field=body", "corpus.title_fields=[topic]", "corpus.source_field=src",
+                    "corpus.metadata_fields=[]", f"hydra.run.dir={root / 'index_run'}", "progress=false")
     assert proc.returncode == 0, proc.stderr[-2000:]
     return root / "idx", proc, root / "index_run"
 
@@ -55,8 +51,8 @@ def test_index_is_quiet_by_default(tiny_index):
 
 def test_search_is_quiet_and_reports_load_and_query_apart(tiny_index, tmp_path):
     index_dir, _, _ = tiny_index
-    proc = main("task=search", f"index_dir={index_dir}", "query='isoniazid rifampin tuberculosis'",
-                f"hydra.run.dir={tmp_path}")
+    proc = run_main("task=search", f"index_dir={index_dir}", "query='isoniazid rifampin tuberculosis'",
+                    f"hydra.run.dir={tmp_path}", "progress=false")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert noise(proc, tmp_path) == {}
     assert "tiny:d5#0" in proc.stdout.splitlines()[0]
@@ -72,8 +68,8 @@ def test_search_is_quiet_and_reports_load_and_query_apart(tiny_index, tmp_path):
 
 def test_verbose_brings_third_party_lines_back(tiny_index, tmp_path):
     index_dir, _, _ = tiny_index
-    proc = main("task=search", f"index_dir={index_dir}", "query='metformin'", "verbose=true",
-                f"hydra.run.dir={tmp_path}")
+    proc = run_main("task=search", f"index_dir={index_dir}", "query='metformin'", "verbose=true",
+                    f"hydra.run.dir={tmp_path}", "progress=false")
     assert proc.returncode == 0, proc.stderr[-2000:]
     # faiss's loader logs which kernels it loads on every CPU; the AVX512 miss only on a CPU without AVX512
     assert any("[faiss.loader][INFO]" in line for line in noise(proc, tmp_path)["faiss"])
@@ -82,11 +78,11 @@ def test_verbose_brings_third_party_lines_back(tiny_index, tmp_path):
 def test_rouge_scoring_is_quiet_by_default_and_verbose_shows_absl(tmp_path):
     args = ("program=archehr", "task=evaluate", f"data.cases={BUNDLED_CASES}", f"data.key={BUNDLED_KEY}",
             f"data.submissions={SUBMISSION}", "metrics.bertscore=null")
-    quiet = main(*args, f"hydra.run.dir={tmp_path / 'quiet'}")
+    quiet = run_main(*args, f"hydra.run.dir={tmp_path / 'quiet'}", "progress=false")
     assert quiet.returncode == 0, quiet.stderr[-2000:]
     assert "subtask_1: rouge1=" in quiet.stdout
     assert noise(quiet, tmp_path / "quiet") == {}
-    loud = main(*args, "verbose=true", f"hydra.run.dir={tmp_path / 'loud'}")
+    loud = run_main(*args, "verbose=true", f"hydra.run.dir={tmp_path / 'loud'}", "progress=false")
     assert loud.returncode == 0, loud.stderr[-2000:]
     assert "absl" in noise(loud, tmp_path / "loud")
 

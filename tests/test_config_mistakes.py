@@ -35,22 +35,21 @@ def test_a_mistyped_key_group_or_option_is_one_line_naming_the_closest(args, lin
 
 def test_the_command_line_prints_a_mistake_as_its_one_line(tmp_path):
     """`main.cli()`: the line above is all of stderr, exit 2, no run folder, HYDRA_FULL_ERROR not left set."""
-    proc = run_main("lm=gemeni", f"hydra.run.dir={tmp_path / 'run'}", env={"HYDRA_FULL_ERROR": None}, process=True)
+    proc = run_main("lm=gemeni", f"hydra.run.dir={tmp_path / 'run'}", env={"HYDRA_FULL_ERROR": None})
     assert proc.returncode == 2 and proc.stderr == composition_error("lm=gemeni") + "\n", proc.stderr
     assert not (tmp_path / "run").exists() and "HYDRA_FULL_ERROR" not in os.environ
 
 
 def test_an_override_nested_too_deeply_to_parse_is_one_line(tmp_path):
     """benchmarks/probe.py: `+x=[[[...]]]` 300 levels deep was Hydra's RecursionError traceback."""
-    proc = run_main("+x=" + "[" * 300 + "]" * 300, f"hydra.run.dir={tmp_path / 'run'}", env={"HYDRA_FULL_ERROR": None},
-                    process=True)
+    proc = run_main("+x=" + "[" * 300 + "]" * 300, f"hydra.run.dir={tmp_path / 'run'}", env={"HYDRA_FULL_ERROR": None})
     assert proc.returncode == 2
     assert proc.stderr == "error: +x: a value nested 300 levels deep; the command line takes at most 32\n", proc.stderr
     assert not (tmp_path / "run").exists()
 
 
 def test_hydra_full_error_set_by_the_user_still_gives_hydras_own_error(tmp_path):
-    proc = run_main("lm=gemeni", f"hydra.run.dir={tmp_path / 'run'}", env={"HYDRA_FULL_ERROR": "1"}, process=True)
+    proc = run_main("lm=gemeni", f"hydra.run.dir={tmp_path / 'run'}", env={"HYDRA_FULL_ERROR": "1"})
     assert proc.returncode == 1 and "MissingConfigException" in proc.stderr
 
 

@@ -255,6 +255,7 @@ def test_a_parameter_of_an_unused_implementation_is_refused_in_one_line(override
 
 
 def test_the_refusal_reaches_the_user_as_one_error_line(tmp_path):
+    """`main.cli()` prints it (a process: the command line is the point)."""
     proc = run_main("program=archehr", "program.evidence.strict_threshold=5", f"hydra.run.dir={tmp_path / 'r'}",
                     cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1

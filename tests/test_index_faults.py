@@ -5,7 +5,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -14,7 +13,7 @@ from retrieval.corpus import CorpusSpec
 from retrieval.ingest import ingest
 from retrieval.local import LocalIndex
 from retrieval.passage import RetrievalError
-from tests.cli import run_main
+from tests.cli import dispatch_run, main_command
 from tests.conftest import ROOT
 from tests.retrieval_helpers import HashEmbedder, index_at
 from tests.test_retrieval import TINY
@@ -154,11 +153,10 @@ def test_sigkill_during_a_real_ingest_then_rerun_is_consistent(tmp_path):
     corpus = tmp_path / "big.jsonl"
     corpus.write_text("\n".join(json.dumps({"id": f"d{i}", "body": f"Document {i} about condition {i % 37} and "
                                             f"treatment {i % 11}."}) for i in range(1200)) + "\n")
-    args = [sys.executable, str(ROOT / "main.py"), "task=index", f"index_dir={tmp_path / 'idx'}", "corpus.name=big",
-            f"corpus.paths=[{corpus}]", "corpus.text_field=body", "corpus.title_fields=[]", "corpus.source_field=null",
-            "corpus.metadata_fields=[]", "progress=false"]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen([*args, f"hydra.run.dir={tmp_path / 'r1'}"], cwd=ROOT, env=env,
+    args = ("task=index", f"index_dir={tmp_path / 'idx'}", "corpus.name=big", f"corpus.paths=[{corpus}]",
+            "corpus.text_field=body", "corpus.title_fields=[]", "corpus.source_field=null", "corpus.metadata_fields=[]",
+            "progress=false")
+    proc = subprocess.Popen(main_command(*args, f"hydra.run.dir={tmp_path / 'r1'}"), cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     vectors = tmp_path / "idx" / "vectors.f32"
     deadline = time.monotonic() + 300
@@ -166,7 +164,7 @@ def test_sigkill_during_a_real_ingest_then_rerun_is_consistent(tmp_path):
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    rerun = run_main(*args[2:], f"hydra.run.dir={tmp_path / 'r2'}")  # the kill is the point; the rerun runs in process
+    rerun = dispatch_run(*args, f"hydra.run.dir={tmp_path / 'r2'}")  # the kill is the point; the rerun runs in process
     assert rerun.returncode == 0, rerun.stderr[-1500:]
     assert "index big: 1200 chunks" in rerun.stdout
     from retrieval.embed import Embedder

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.cli import run_main
+from tests.cli import dispatch_run, main_command
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
@@ -33,7 +32,7 @@ def waiting_task(cfg) -> None:
 
 
 def test_ctrl_c_in_a_task_is_one_line_and_no_empty_run_folder(tmp_path):
-    run = run_main("task._target_=tests.test_interrupt_lines.interrupted_task", f"hydra.run.dir={tmp_path / 'run'}")
+    run = dispatch_run("task._target_=tests.test_interrupt_lines.interrupted_task", f"hydra.run.dir={tmp_path / 'run'}")
     assert run.returncode == 130 and run.stderr.strip() == LINE.format(task="interrupted"), run.stderr[-2000:]
     assert not (tmp_path / "run").exists()
 
@@ -41,8 +40,8 @@ def test_ctrl_c_in_a_task_is_one_line_and_no_empty_run_folder(tmp_path):
 def test_a_real_sigint_outside_the_case_loop_is_one_line(tmp_path):
     marker = tmp_path / "started"
     process = subprocess.Popen(
-        [sys.executable, str(ROOT / "main.py"), "task._target_=tests.test_interrupt_lines.waiting_task",
-         f"+marker={marker}", f"hydra.run.dir={tmp_path / 'run'}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        main_command("task._target_=tests.test_interrupt_lines.waiting_task", f"+marker={marker}",
+                     f"hydra.run.dir={tmp_path / 'run'}"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, cwd=ROOT, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while not marker.exists():

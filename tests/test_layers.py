@@ -100,7 +100,7 @@ def test_no_module_imports_itself_back_through_others():
 
 def test_tests_and_benchmarks_import_nothing_of_each_other():
     """A benchmark is not a library of the tests, nor the tests of a benchmark: what both need is in the packages
-    (tasks/archehr/fabrications.py) or beside main.py (in_process.py)."""
+    (tasks/archehr/fabrications.py)."""
     bad = [f"{path.relative_to(ROOT)} imports {name}"
            for folder, other in (("tests", "benchmarks"), ("benchmarks", "tests"))
            for path in sorted((ROOT / folder).rglob("*.py"))

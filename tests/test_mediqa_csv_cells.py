@@ -6,7 +6,7 @@ import csv
 import pytest
 
 from tasks.mediqa_corr.data import MediqaDataError, load_notes
-from tests.cli import run_main
+from tests.cli import dispatch_run
 
 pytestmark = pytest.mark.unit
 
@@ -30,7 +30,7 @@ def test_a_one_megabyte_cell_names_its_row(tmp_path):
 def test_the_run_refuses_it_in_one_line(tmp_path):
     path = tmp_path / "big.csv"
     write_notes(path, big_row=3)
-    proc = run_main("program=mediqa_corr", f"data.path={path}", f"hydra.run.dir={tmp_path / 'run'}", quiet=True)
+    proc = dispatch_run("program=mediqa_corr", f"data.path={path}", f"hydra.run.dir={tmp_path / 'run'}", quiet=True)
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {path}, row 4: malformed CSV"), proc.stderr

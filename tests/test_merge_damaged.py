@@ -36,7 +36,7 @@ def copy_of(folder, to):
 def merge(*dirs, out, process=False):
     """task=merge of `dirs` into `out` (a real process where Hydra's run-folder callback is the point)."""
     args = ("task=merge", f"dirs=[{','.join(str(d) for d in dirs)}]", f"hydra.run.dir={out}")
-    return run_main(*args, process=True) if process else dispatch_run(*args)
+    return run_main(*args) if process else dispatch_run(*args)
 
 
 

@@ -32,7 +32,7 @@ def test_a_failing_job_leaves_the_others_finished_and_the_sweep_reports_it(tmp_p
         pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
     sweep = tmp_path / "sweep"
     proc = run_main("-m", *LAUNCHERS[launcher], *TINY, "program.evidence.threshold=0.3,7,0.5",
-                    f"hydra.sweep.dir={sweep}", quiet=True, process=True)
+                    f"hydra.sweep.dir={sweep}", quiet=True)
     assert_complete(sweep / "0")
     assert_complete(sweep / "2")  # the job after the failed one ran
     assert proc.returncode == 2, proc.stderr[-3000:]
@@ -48,8 +48,7 @@ def test_a_failing_job_leaves_the_others_finished_and_the_sweep_reports_it(tmp_p
     assert all((sweep / str(i) / ".hydra" / "overrides.yaml").is_file() for i in (0, 1, 2))
     if launcher == "basic":
         # rerun into the same sweep folder with values that all work: the old failure is not reported again
-        again = run_main("-m", *TINY, "program.evidence.threshold=0.3,0.5", f"hydra.sweep.dir={sweep}", quiet=True,
-                         process=True)
+        again = run_main("-m", *TINY, "program.evidence.threshold=0.3,0.5", f"hydra.sweep.dir={sweep}", quiet=True)
         assert again.returncode == 0, again.stderr[-3000:]
         assert not [line for line in again.stderr.splitlines() if line.startswith("error:")]
         assert_complete(sweep / "1")  # the folder that failed before now holds the rerun's (threshold 0.5) outputs
@@ -67,7 +66,7 @@ def test_two_job_multirun_returns_each_jobs_objective_and_reports_them(tmp_path)
     sweep = tmp_path / "sweep"
     proc = run_main("-m", "program=archehr", "program/archehr/question=baseline", "metrics.bertscore=null",
                     "program/archehr/evidence=embedding", "program.evidence.top_share=0.1,0.9", "progress=false",
-                    f"hydra.sweep.dir={sweep}", process=True)
+                    f"hydra.sweep.dir={sweep}")
     assert proc.returncode == 0, proc.stderr[-2000:]
     jobs = [json.loads((sweep / str(i) / "scores.json").read_text()) for i in (0, 1)]
     for scores in jobs:  # the objective is the mean of the subtask overall scores

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.builders import qwen_installed
-from tests.cli import run_main
+from tests.cli import dispatch_run
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.lm, pytest.mark.embedded_lm, pytest.mark.slow]
@@ -24,9 +24,9 @@ DEV = ROOT / "data" / "archehr" / "dev_cases.xml"
 
 def test_one_archehr_case_with_the_small_lm_forms_scores_cites_and_is_not_degenerate(tmp_path):
     out = tmp_path / "run"
-    proc = run_main("program=archehr", "lm=embedded_qwen", "experiment=small_lm_forms", f"data.cases={DEV}",
-                    "data.limit=1", "task=evaluate", f"hydra.run.dir={out}", f"cache_dir={tmp_path / 'cache'}",
-                    quiet=True)
+    proc = dispatch_run("program=archehr", "lm=embedded_qwen", "experiment=small_lm_forms", f"data.cases={DEV}",
+                        "data.limit=1", "task=evaluate", f"hydra.run.dir={out}", f"cache_dir={tmp_path / 'cache'}",
+                        quiet=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     usage = json.loads((out / "usage.json").read_text())
     assert usage["parse_success_rate"] == {"question": 1.0, "evidence": 1.0, "answer": 1.0, "alignment": 1.0}
@@ -40,9 +40,9 @@ def test_one_archehr_case_with_the_small_lm_forms_scores_cites_and_is_not_degene
 
 def test_one_mediqa_note_with_one_episode_gets_an_official_line_and_its_cost_in_usage(tmp_path):
     out = tmp_path / "run"
-    proc = run_main("program=mediqa_corr", "lm=embedded_qwen", "program.reflexion.max_episodes=1",
-                    "program.search.enabled=false", "data.limit=1", f"hydra.run.dir={out}",
-                    f"cache_dir={tmp_path / 'cache'}", quiet=True)
+    proc = dispatch_run("program=mediqa_corr", "lm=embedded_qwen", "program.reflexion.max_episodes=1",
+                        "program.search.enabled=false", "data.limit=1", f"hydra.run.dir={out}",
+                        f"cache_dir={tmp_path / 'cache'}", quiet=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     from tasks.mediqa_corr.submission import LINE
 

@@ -18,7 +18,7 @@ from lms.errors import LMConfigError
 from lms.reader import GGUFReader
 from tasks.archehr.data import load_cases
 from tests.builders import qwen_installed
-from tests.cli import one_error_line, run_main
+from tests.cli import dispatch_run, one_error_line
 from tests.conftest import BUNDLED_CASES
 
 pytestmark = [pytest.mark.lm, pytest.mark.embedded_lm]
@@ -110,8 +110,8 @@ def test_the_qwen_reader_gives_its_widths_vectors(own_cache):
                                                pytest.param("reader_qwen", "qwen2.5-coder-1.5b", marks=NO_QWEN)])
 def test_the_reader_preset_runs_one_bundled_case_end_to_end(tmp_path, preset, model):
     out = tmp_path / "run"
-    proc = run_main("program=archehr", f"experiment={preset}", "data.limit=1", f"hydra.run.dir={out}",
-                    f"cache_dir={tmp_path / 'cache'}", "progress=false", "metrics.bertscore=null", quiet=True)
+    proc = dispatch_run("program=archehr", f"experiment={preset}", "data.limit=1", f"hydra.run.dir={out}",
+                        f"cache_dir={tmp_path / 'cache'}", "progress=false", "metrics.bertscore=null", quiet=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     record = json.loads((out / "predictions.jsonl").read_text().splitlines()[0])
     assert record["case_id"] == CASE.case_id and record["evidence_ids"]
@@ -121,6 +121,6 @@ def test_the_reader_preset_runs_one_bundled_case_end_to_end(tmp_path, preset, mo
 
 
 def test_the_reader_stage_with_the_default_state_says_which_state_to_load(tmp_path):
-    proc = run_main("program=archehr", "program/archehr/evidence=reader", "data.limit=1",
-                    f"hydra.run.dir={tmp_path / 'run'}", f"cache_dir={tmp_path / 'cache'}", "progress=false")
+    proc = dispatch_run("program=archehr", "program/archehr/evidence=reader", "data.limit=1",
+                        f"hydra.run.dir={tmp_path / 'run'}", f"cache_dir={tmp_path / 'cache'}", "progress=false")
     assert "experiment=reader loads data/archehr/compiled_reader.json" in one_error_line(proc)

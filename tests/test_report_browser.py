@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.browser import NEEDS_CHROMIUM
-from tests.cli import run_main
+from tests.cli import dispatch_run
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.integration, NEEDS_CHROMIUM]
@@ -27,8 +27,8 @@ def open_page(browser, path: Path, width: int = 1280):
 
 def test_archehr_report_in_chromium(browser, tmp_path):
     out = tmp_path / "run"
-    proc = run_main(f"data.cases={ROOT / 'data/archehr/dev_cases.xml'}", "data.limit=6", f"hydra.run.dir={out}",
-                    quiet=True)  # the default run, in process
+    proc = dispatch_run(f"data.cases={ROOT / 'data/archehr/dev_cases.xml'}", "data.limit=6", f"hydra.run.dir={out}",
+                        quiet=True)  # the default run, in process
     assert proc.returncode == 0, proc.stderr[-1500:]
     records = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     page, errors, requests = open_page(browser, out / "report.html")

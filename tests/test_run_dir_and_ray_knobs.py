@@ -17,7 +17,7 @@ ARGS = ("program=archehr", "program/archehr/question=baseline", "data.limit=1")
 def test_a_run_folder_under_a_file_is_one_error_line(tmp_path):
     a_file = tmp_path / "somefile"
     a_file.write_text("x")
-    line = one_error_line(run_main(*ARGS, f"hydra.run.dir={a_file / 'sub'}", quiet=True, process=True))
+    line = one_error_line(run_main(*ARGS, f"hydra.run.dir={a_file / 'sub'}", quiet=True))
     assert line == f"error: hydra.run.dir={a_file / 'sub'}: {a_file} is a file, not a folder; choose a folder for " \
                    "the run's outputs"
     assert a_file.read_text() == "x"
@@ -25,14 +25,14 @@ def test_a_run_folder_under_a_file_is_one_error_line(tmp_path):
 
 @pytest.mark.parametrize("folder", ["/proc/clinprog-run", "/proc"])
 def test_a_run_folder_that_cannot_be_written_is_one_error_line(folder):
-    line = one_error_line(run_main(*ARGS, f"hydra.run.dir={folder}", quiet=True, process=True))
+    line = one_error_line(run_main(*ARGS, f"hydra.run.dir={folder}", quiet=True))
     assert line.startswith(f"error: hydra.run.dir={folder}: cannot create or write that folder ("), line
 
 
 def test_a_sweep_folder_under_a_file_is_one_error_line(tmp_path):
     a_file = tmp_path / "somefile"
     a_file.write_text("x")
-    line = one_error_line(run_main("-m", *ARGS, f"hydra.sweep.dir={a_file / 'm'}", quiet=True, process=True))
+    line = one_error_line(run_main("-m", *ARGS, f"hydra.sweep.dir={a_file / 'm'}", quiet=True))
     assert line.startswith(f"error: hydra.sweep.dir={a_file / 'm'}: {a_file} is a file, not a folder"), line
 
 

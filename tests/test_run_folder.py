@@ -72,10 +72,10 @@ BASELINE = ("program/archehr/question=baseline", *QUIET)
 def test_rerun_with_a_changed_config_refuses_in_one_line_then_restarts(tmp_path, caplog):
     out = tmp_path / "run"
     # processes: Hydra writes .hydra/*.yaml, and its callback puts them back when the rerun is refused
-    assert run_main(*BASELINE, "data.limit=2", f"hydra.run.dir={out}", process=True).returncode == 0
+    assert run_main(*BASELINE, "data.limit=2", f"hydra.run.dir={out}").returncode == 0
     first = (out / "predictions.jsonl").read_text()
     hydra_files = {name: (out / ".hydra" / name).read_bytes() for name in ("config.yaml", "hydra.yaml", "overrides.yaml")}
-    again = run_main(*BASELINE, "data.limit=2", "program.alignment.threshold=0.95", f"hydra.run.dir={out}", process=True)
+    again = run_main(*BASELINE, "data.limit=2", "program.alignment.threshold=0.95", f"hydra.run.dir={out}")
     assert again.returncode == 2
     assert again.stderr.strip().splitlines() == [again.stderr.strip()]  # one line
     assert "program.alignment.threshold: None -> 0.95" in again.stderr and "run.resume=restart" in again.stderr
@@ -127,7 +127,7 @@ def test_bad_data_limit_and_a_run_dir_that_is_a_file_are_one_error_line(tmp_path
     limit = dispatch_run(*BASELINE, "data.limit=abc", f"hydra.run.dir={tmp_path / 'run'}")
     assert limit.returncode == 2 and limit.stderr == ("error: data.limit must be a positive integer (the first N "
                                                       "cases) or null (every case), not 'abc'\n")
-    proc = run_main(*BASELINE, f"hydra.run.dir={a_file}", process=True)  # Hydra's callback refuses it
+    proc = run_main(*BASELINE, f"hydra.run.dir={a_file}")  # Hydra's callback refuses it
     assert proc.returncode == 2 and proc.stderr == (f"error: hydra.run.dir={a_file} is a file, not a folder; choose "
                                                     "a folder for the run's outputs\n")
     assert a_file.read_text() == "mine"

@@ -31,7 +31,7 @@ OLD_OUTPUTS = ("predictions.jsonl", "fingerprint.json", "scores.json", "usage.js
 def earlier_run(out) -> dict[str, bytes]:
     """A finished no-LM run of two bundled cases in `out` (a process: Hydra writes its .hydra files too): every output
     file and its bytes."""
-    first = run_main("data.limit=2", f"hydra.run.dir={out}", quiet=True, process=True)
+    first = run_main("data.limit=2", f"hydra.run.dir={out}", quiet=True)
     assert first.returncode == 0, first.stderr[-1500:]
     return {name: (out / name).read_bytes() for name in OLD_OUTPUTS}
 
@@ -91,7 +91,7 @@ def test_a_restart_stopped_by_its_lm_check_leaves_no_old_outputs(tmp_path):
     dead = f"http://127.0.0.1:{free_port()}/v1"
     # a process: Hydra's callback keeps the earlier run's .hydra files, which the restart sets aside with the rest
     proc = run_main("lm=openai_compatible", f"lm.client.api_base={dead}", "lm.client.num_retries=0", "run.resume=restart",
-                    f"cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={out}", quiet=True, process=True)
+                    f"cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={out}", quiet=True)
     assert proc.returncode == 2 and proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
     assert_set_aside_together(out, old)
     assert not (out / "predictions.jsonl").exists()

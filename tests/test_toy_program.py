@@ -4,10 +4,6 @@ through main.py: the program contract is the only seam (no change outside tests/
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
-import time
 
 import pytest
 
@@ -86,29 +82,14 @@ def test_its_learned_stage_is_fitted_by_task_compile_optimizer_fit(tmp_path, lm)
     assert json.loads((tmp_path / "run" / "scores.json").read_text())["accuracy"] == 1.0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_serve(tmp_path, lm):
     import httpx
 
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, str(ROOT / "main.py"), *TOY, *lm, "task=serve", f"serve.port={port}",
-                             f"hydra.run.dir={tmp_path / 'serve'}"], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
+    from tests.serve_helpers import Server
+
+    server = Server(*TOY, *lm, f"hydra.run.dir={tmp_path / 'serve'}")
+    url = server.url
     try:
-        for _ in range(240):
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.5)
-        else:
-            pytest.fail(proc.stdout.read() if proc.poll() is not None else "server did not start")
         answer = httpx.post(f"{url}/v1/fever/tag", json={"note_id": "n9", "text": "Febrile to 39.1 on admission."},
                             timeout=60)
         assert answer.status_code == 200, answer.text
@@ -117,5 +98,4 @@ def test_serve(tmp_path, lm):
         bad = httpx.post(f"{url}/v1/fever/tag", json={"note_id": "n9"}, timeout=30)
         assert bad.status_code == 422 and "text" in bad.text
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        server.stop()

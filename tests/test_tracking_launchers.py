@@ -23,7 +23,7 @@ def test_a_run_and_a_two_job_joblib_multirun_are_logged_to_mlflow(tmp_path):
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
     sweep = run_main("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "program=archehr", BASELINE,
                      "program/archehr/evidence=embedding", "program.evidence.top_share=0.3,0.6", *track,
-                     f"hydra.sweep.dir={tmp_path / 'sweep'}", quiet=True, process=True)
+                     f"hydra.sweep.dir={tmp_path / 'sweep'}", quiet=True)
     assert sweep.returncode == 0, sweep.stderr[-1500:]
     mlflow.set_tracking_uri(uri)
     runs = mlflow.search_runs(experiment_names=["clinprog-archehr"])
@@ -51,7 +51,7 @@ def test_a_two_job_sweep_runs_on_the_submitit_launcher_and_is_reported(tmp_path)
     proc = run_main("-m", "hydra/launcher=submitit_local", *extra, "program=archehr", BASELINE,
                     "program/archehr/evidence=embedding", "program.evidence.top_share=0.1,0.9",
                     "data.limit=1",   # 2 job processes: one case each
-                    f"hydra.sweep.dir={sweep}", f"cache_dir={tmp_path / 'cache'}", quiet=True, process=True)
+                    f"hydra.sweep.dir={sweep}", f"cache_dir={tmp_path / 'cache'}", quiet=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     jobs = [json.loads((sweep / str(i) / "scores.json").read_text()) for i in range(2)]
     # a larger share selects more sentences: each job ran its own configuration
@@ -74,10 +74,10 @@ def test_parallel_lm_jobs_share_one_dspy_cache_and_a_rerun_makes_no_lm_call(tmp_
         args = ("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "program=archehr", "lm=openai_compatible",
                 "lm.client.model=m", f"lm.client.api_base={server['api_base']}", "stages=no_lm",
                 "program/archehr/question=lm", "program.question.max_words=10,12", f"cache_dir={tmp_path / 'cache'}")
-        first = run_main(*args, f"hydra.sweep.dir={tmp_path / 's1'}", quiet=True, process=True)
+        first = run_main(*args, f"hydra.sweep.dir={tmp_path / 's1'}", quiet=True)
         assert first.returncode == 0, first.stderr[-1500:]
         calls = len(server["requests"])
         assert calls >= 2 * 3  # each job asked the LM for each of the 3 bundled cases
-        again = run_main(*args, f"hydra.sweep.dir={tmp_path / 's2'}", quiet=True, process=True)
+        again = run_main(*args, f"hydra.sweep.dir={tmp_path / 's2'}", quiet=True)
         assert again.returncode == 0, again.stderr[-1500:]
         assert len(server["requests"]) == calls  # served from the shared cache: no request reached the server

@@ -13,7 +13,7 @@ summary; exits 0 only if every probe is ok. `<item>` is the issue #28 item numbe
 and earlier rounds. `--only TEXT,...` runs the probes whose item and description contain one of the TEXTs.
 
 The probe by area (`python benchmarks/probe.py` runs them all):
-    harness.py        the report, the worker processes that run `main.py` in process, the input files, the checks
+    harness.py        the report, the processes that run `main.py`, the input files, the checks
                       every probe shares (one error line, no traceback)
     cli.py            the command-line probes' registry and their order (slow ones last, merges after the shards)
     cli_runs.py       runs that must finish or fail one job: multirun, batch, fabrications, shards and merges,
