@@ -9,13 +9,12 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
-from tests.cli import run_main
+from tests.cli import dispatch_run, main_command, run_main
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
@@ -30,22 +29,13 @@ ARGS = ("program=archehr", "program/archehr/question=baseline", f"data.cases={DE
         "progress=false", "program.embedder.cache=false")
 RAY = ("executor=ray", "executor.num_workers=2")
 SUBMISSIONS = [f"submission_subtask_{i}.json" for i in (1, 2, 3, 4)]
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
-
-
-def command(*args):
-    return [sys.executable, str(ROOT / "main.py"), *ARGS, *args]
-
-
-def main(*args, timeout=900):
-    return subprocess.run(command(*args), capture_output=True, text=True, cwd=ROOT, timeout=timeout, env=ENV)
 
 
 def start(*args):
     # SIGINT as a terminal gives it, even when pytest itself runs as a background job (`&` in a script ignores it,
     # and a child inherits that)
-    return subprocess.Popen(command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            env=ENV, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    return subprocess.Popen(main_command(*ARGS, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def wait_for(condition, timeout=300, what="a condition"):
@@ -92,7 +82,7 @@ CASES = 12  # enough that the resumed run still has cases in flight on both work
 def local_run(tmp_path_factory):
     """The local executor's run of the first 12 dev cases: what every Ray run must equal."""
     folder = tmp_path_factory.mktemp("local") / "run"
-    proc = run_main(*ARGS, f"data.limit={CASES}", f"hydra.run.dir={folder}")  # in process: no Ray in this one
+    proc = dispatch_run(*ARGS, f"data.limit={CASES}", f"hydra.run.dir={folder}")  # in process: no Ray in this one
     assert proc.returncode == 0, proc.stderr[-1500:]
     return folder
 
@@ -222,11 +212,10 @@ def test_a_two_job_sweep_runs_on_hydras_ray_launcher(tmp_path):
                "cloudpickle>=3.1.2, so pip cannot install it beside clinprog; `pip install --no-deps "
                "hydra-ray-launcher==1.2.2` (its local launcher needs only ray and hydra-core) enables this test")
     sweep = tmp_path / "sweep"
-    proc = subprocess.run([sys.executable, str(ROOT / "main.py"), "-m", "hydra/launcher=ray",
-                           "+hydra.launcher.ray.init.num_cpus=2", "+hydra.launcher.ray.init.include_dashboard=false",
-                           *ARGS, "data.limit=2", "program/archehr/evidence=embedding", "program.evidence.top_share=0.2,0.9",
-                           f"hydra.sweep.dir={sweep}"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=900, env=ENV)
+    proc = run_main("-m", "hydra/launcher=ray", "+hydra.launcher.ray.init.num_cpus=2",
+                    "+hydra.launcher.ray.init.include_dashboard=false", *ARGS, "data.limit=2",
+                    "program/archehr/evidence=embedding", "program.evidence.top_share=0.2,0.9",
+                    f"hydra.sweep.dir={sweep}")
     assert proc.returncode == 0, proc.stderr[-2000:]
     objectives = [json.loads((sweep / str(i) / "scores.json").read_text())["objective"] for i in (0, 1)]
     assert objectives[0] != objectives[1]  # the two jobs ran different configurations
