@@ -63,9 +63,10 @@ def bundled_cases():
     return load_cases(BUNDLED_CASES)
 
 
-# Tiers (pyproject markers), one per module, set by its `pytestmark`: unit (in this process, `main.py` runs
-# included), integration (real processes, HTTP servers, the browser, launchers, Ray, fault injection), lm (the
-# embedded LM or a real LM server; also marked slow). A module without exactly one tier is a collection error.
+# Tiers (pyproject markers), one per module, set by its `pytestmark`: unit (in this process, runs composed and
+# dispatched; a few short `python main.py` processes), integration (real processes, HTTP servers, the browser,
+# launchers, Ray, fault injection), lm (the embedded LM or a real LM server; also marked slow). A module without
+# exactly one tier is a collection error.
 TIERS = ("unit", "integration", "lm")
 
 
