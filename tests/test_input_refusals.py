@@ -154,7 +154,7 @@ def test_xml_and_fields_of_another_case_together_are_refused(extra):
 def test_the_judge_under_the_default_grounding_names_the_options_that_have_it():
     assert composition_error("program=archehr", "program.grounding.judge=lm") == (
         "error: program.grounding.judge: not a parameter of the grounding stage in use (program/archehr/grounding=none, "
-        "parameters: none); it belongs to claims, learned, similarity: add program/archehr/grounding=claims")
+        "parameters: none); it belongs to claims, learned, reader, similarity: add program/archehr/grounding=claims")
 
 
 def test_a_folder_as_training_data_says_it_is_a_folder(tmp_path):
