@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -88,9 +89,10 @@ def _read_state(path: Path) -> dict[str, Any]:
     return state
 
 
-def load_compiled(program: dspy.Module, path: str | Path) -> dspy.Module:
+def load_compiled(program: dspy.Module, path: str | Path, fitting: Sequence[str] = ()) -> dspy.Module:
     """Load a saved state into `program`, refusing one compiled for another program, other signatures, or one that
-    lacks a learned parameter the program needs (a program whose class derives from the saved one's loads it)."""
+    lacks a learned parameter the program needs (a program whose class derives from the saved one's loads it).
+    `fitting`: the parts a compile is about to fit (optimizer=fit's `only`), whose weights the state may lack."""
     path = Path(path)
     if not path.is_file():
         raise CompiledProgramError(f"program.compiled={path}: no such file")
@@ -107,7 +109,8 @@ def load_compiled(program: dspy.Module, path: str | Path) -> dspy.Module:
                 f"{type(program).__name__} with {sorted(expected)}" + (f" (other fields: {differ})" if differ else "")
                 + ": compile it again for this program")
     state = _read_state(path)
-    missing = sorted(name for name in learned_parameters(program) if name not in state)
+    missing = sorted(name for name in learned_parameters(program) if name not in state
+                     and not any(name == part or name.startswith(f"{part}.") for part in fitting))
     if missing:
         raise CompiledProgramError(f"program.compiled={path}: holds no {', '.join(missing)} (the learned weights this "
                                    "program's stages need); compile them: task=compile optimizer=finetune (the question "

@@ -77,3 +77,25 @@ def test_a_knob_left_null_shows_the_fitted_value_its_state_holds_nested_parts_to
     shown = fitted_knobs(config)["program"]
     assert shown["evidence"] == {"threshold": "fitted: 0.375", "relative": 0.5}  # a value the user set stays
     assert shown["grounding"]["verifier"]["threshold"] == "fitted: 0.42"
+
+
+def test_a_compile_of_one_part_may_start_from_a_state_without_that_parts_weights(tmp_path):
+    from common.errors import ClinprogError
+    from common.parameters import LogisticHead
+    from common.program_state import load_compiled
+
+    class TwoHeads(dspy.Module):
+        def __init__(self):
+            super().__init__()
+            self.kept, self.new = LogisticHead("kept/1", ("a",)), LogisticHead("new/1", ("a",))
+
+    source = TwoHeads()
+    source.kept.set([0.0], [1.0], [2.0], 0.5)
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"kept": source.kept.dump_state()}))
+    with pytest.raises(ClinprogError, match="holds no new"):
+        load_compiled(TwoHeads(), state)  # a run needs every part's weights
+    loaded = load_compiled(TwoHeads(), state, fitting=["new"])  # a compile fitting `new` starts without them
+    assert loaded.kept.fitted and loaded.kept.coef.tolist() == [2.0] and not loaded.new.fitted
+    with pytest.raises(ClinprogError, match="holds no new"):
+        load_compiled(TwoHeads(), state, fitting=["ne"])  # a part's name, not a prefix of it

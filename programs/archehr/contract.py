@@ -207,7 +207,10 @@ class ArchEHRContract(ProgramContract[Case]):
         if p.get("compiled"):
             from common.program_state import load_compiled
 
-            load_compiled(program, p.compiled)
+            # a compile of one part (optimizer=fit's `only`) may start from a state without that part's weights
+            compiling = cfg.get("task", {}).get("_target_") == "runners.program.compile_task"
+            only = (cfg.get("optimizer") or {}).get("teleprompter", {}).get("only") if compiling else None
+            load_compiled(program, p.compiled, list(only or ()))
         return program
 
     def predict(self, program: dspy.Module, item: Case) -> ArchEHRRecord:

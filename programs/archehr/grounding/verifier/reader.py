@@ -31,7 +31,7 @@ from programs.archehr.grounding.verifier.module import flag_threshold
 from programs.archehr.grounding.verifier.pairs import MAX_PREMISE_SENTENCES, cited_answers
 from tasks.archehr.data import NoteSentence
 
-C_GRID = (0.001, 0.003, 0.01, 0.03, 0.1)  # hundreds of columns against a few hundred sentences: strong L2
+C_GRID = (0.0003, 0.001, 0.003, 0.01, 0.03)  # hundreds of columns against a few hundred sentences: strong L2
 CV_FOLDS = 5
 NOT_FITTED = ("program/archehr/grounding=reader: program.compiled holds no reader verifier fitted with this reader "
               "(task=compile experiment=compile_reader_verifier fits one)")
