@@ -75,6 +75,13 @@ def test_optimizer_fit_fits_the_reader_verifier_and_chooses_its_threshold_on_val
                                        [NoteSentence("1", NOTE[0]), NoteSentence("2", NOTE[1])])
     assert verdict["verifier"]["threshold"] == round(verifier.threshold, 4)
     assert 0.0 <= verdict["verifier"]["probability"] <= 1.0
+    # program.grounding.verifier.threshold overrides the fitted one: the lowest flags this sentence, 1.0 does not
+    for threshold, flags in ((1e-6, True), (1.0, False)):
+        check = grounding_check("reader", "program.compiled=null", SMOLLM2, "program.grounding.rules=false",
+                                f"program.grounding.verifier.threshold={threshold}")
+        check.verifier.weights.load_state(verifier.weights.dump_state())
+        found = check.verdict("Warfarin restarts on day 14.", [NoteSentence("2", NOTE[1])], [NoteSentence("2", NOTE[1])])
+        assert (found["verdict"] != "supported") is flags and found["verifier"]["threshold"] == round(threshold, 4)
 
 
 def test_without_a_fitted_state_or_fabrications_it_says_what_to_do_in_one_line():

@@ -6,11 +6,12 @@ P(not supported). The sentence is flagged when that reaches the threshold chosen
 
 It learns from sentences people wrote, not from rule-made changes: on the dev cases' hand-written fabrications a
 reader head fitted on `verifier/perturb.py`'s changes ranked no better than chance (AUC 0.50, SmolLM2), one fitted on
-hand-written ones did (benchmarks/README.md, "Grounding with a reader"). `fit(trainset, valset)`: the training
-cases' reference answer sentences (supported) and the hand-written fabrications of those cases (`fabrications`:
-grounding-fabrications/1 files) fit the head, its L2 strength chosen by case-grouped cross-validation; the threshold
-is the lowest that flags at most `max_false_flags` of the validation cases' reference sentences; the validation
-cases' fabrications (when a file holds some) say what it catches.
+hand-written ones did (benchmarks/README.md, "Grounding with a reader").
+
+`fit(trainset, valset)`: the training cases' reference answer sentences (supported) and the hand-written fabrications
+of those cases (`fabrications`: grounding-fabrications/1 files) fit the head. Its L2 strength is chosen on the
+validation cases' fabrications where a file holds some (else by the training cases' cross-validation); the threshold
+is the lowest that flags at most `max_false_flags` of the validation cases' reference sentences.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from programs.archehr.grounding.verifier.module import flag_threshold
 from programs.archehr.grounding.verifier.pairs import MAX_PREMISE_SENTENCES, cited_answers
 from tasks.archehr.data import NoteSentence
 
-C_GRID = (0.0003, 0.001, 0.003, 0.01, 0.03)  # hundreds of columns against a few hundred sentences: strong L2
+C_GRID = (0.0001, 0.0003, 0.001, 0.003, 0.01)  # hundreds of columns against a few hundred sentences: strong L2
 CV_FOLDS = 5
 NOT_FITTED = ("program/archehr/grounding=reader: program.compiled holds no reader verifier fitted with this reader "
               "(task=compile experiment=compile_reader_verifier fits one)")
@@ -134,17 +135,21 @@ class ReaderVerifier(dspy.Module):
         log(f"reader verifier: reading {len(rows)} training sentences ({sum(r[3] for r in rows)} fabricated)")
         x = self.reader.read_claims([r[1] for r in rows], [r[2] for r in rows]).astype(float)
         y = np.array([r[3] for r in rows])
-        c, cv_auc = self._choose_c(x, y, [r[0] for r in rows])
+        supported = [(cited, text) for ex in val for text, cited in cited_answers(ex.case, ex.key)]
+        held = [(cited, text) for cid, cited, text in made if cid not in train_ids]
+        held_x = self.reader.read_claims([p for p, _ in [*supported, *held]], [h for _, h in [*supported, *held]])
+        held_y = np.array([0] * len(supported) + [1] * len(held))
+        c, auc = self._choose_c(x, y, [r[0] for r in rows], held_x.astype(float), held_y)
         head = fit_scorer(x, y, self.weights.features, c, self.weights.feature_set, class_weight="balanced")
         self.weights.set(head.mean, head.scale, head.coef, head.intercept, {"threshold": 0.5})
-        supported = [(cited, text) for ex in val for text, cited in cited_answers(ex.case, ex.key)]
-        scores = self.probabilities([p for p, _ in supported], [h for _, h in supported])
+        probabilities = self.weights.probabilities(held_x.astype(float)) if len(held_x) else np.zeros(0)
+        scores = probabilities[:len(supported)]
         threshold = flag_threshold(scores, self.max_false_flags)
-        held = [(cited, text) for cid, cited, text in made if cid not in train_ids]
-        caught = self.probabilities([p for p, _ in held], [h for _, h in held]) >= threshold if held else np.zeros(0)
+        caught = probabilities[len(supported):] >= threshold
         fit: dict[str, Any] = {
             "training_sentences": len(rows), "training_fabricated": int(y.sum()), "training_cases": len(train_ids),
-            "C": c, "cv_auc": round(cv_auc, 4), "validation_reference_sentences": len(scores),
+            "C": c, "C_chosen_on": "validation" if held else "training cases' CV", "auc": round(auc, 4),
+            "validation_reference_sentences": len(scores),
             "max_false_flags": self.max_false_flags,
             "validation_false_flags": round(float((scores >= threshold).mean()), 4) if len(scores) else None,
             "validation_fabricated": len(held),
@@ -158,22 +163,30 @@ class ReaderVerifier(dspy.Module):
                               f"{fit['validation_false_flags']:.0%} of the correct sentences (no better than chance)")
         return fit
 
-    def _choose_c(self, x: np.ndarray, y: np.ndarray, case_ids: list[str]) -> tuple[float, float]:
-        """The C of `C_GRID` whose case-grouped out-of-fold scores rank the fabrications best, and that AUC."""
+    def _choose_c(self, x: np.ndarray, y: np.ndarray, case_ids: list[str], val_x: np.ndarray,
+                  val_y: np.ndarray) -> tuple[float, float]:
+        """The C of `C_GRID` that ranks the fabrications best, and that AUC: on the validation cases' reference
+        sentences and fabrications when they have some (what transfers to another writer's fabrications: the
+        training cases' own cross-validation preferred weaker L2, which ranked the validation set worse), else on the
+        training cases' case-grouped out-of-fold scores."""
         from sklearn.metrics import roc_auc_score
 
         cases = sorted(set(case_ids))
         of_case = np.array([cases.index(c) for c in case_ids])
         best = (C_GRID[0], -1.0)
         for c in C_GRID:
-            oof = np.zeros(len(y))
-            for held in folds(len(cases), min(CV_FOLDS, len(cases))):
-                test = np.isin(of_case, held)
-                if test.all() or len(set(y[~test].tolist())) < 2:
-                    continue
-                head = fit_scorer(x[~test], y[~test], self.weights.features, c, class_weight="balanced")
-                oof[test] = head.probabilities(x[test])
-            auc = float(roc_auc_score(y, oof)) if 0 < y.sum() < len(y) else 0.5
+            if 0 < val_y.sum() < len(val_y):
+                head = fit_scorer(x, y, self.weights.features, c, class_weight="balanced")
+                auc = float(roc_auc_score(val_y, head.probabilities(val_x)))
+            else:
+                oof = np.zeros(len(y))
+                for held in folds(len(cases), min(CV_FOLDS, len(cases))):
+                    test = np.isin(of_case, held)
+                    if test.all() or len(set(y[~test].tolist())) < 2:
+                        continue
+                    oof[test] = fit_scorer(x[~test], y[~test], self.weights.features, c,
+                                           class_weight="balanced").probabilities(x[test])
+                auc = float(roc_auc_score(y, oof)) if 0 < y.sum() < len(y) else 0.5
             if auc > best[1] + 1e-9:
                 best = (c, auc)
         return best
