@@ -15,6 +15,7 @@ import contextlib
 import http.server
 import io
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -82,6 +83,9 @@ def dispatch_run(*overrides: str, quiet: bool = False) -> Dispatched:
         del task_cfg["hydra"]  # the task sees the config without Hydra's own node, as under @hydra.main
     out, err = io.StringIO(), io.StringIO()
     value, code = None, 0
+    # the dispatcher filters the root logger's handlers (Hydra's, in a process; here pytest's, which later tests
+    # read through caplog): they get their own filters back
+    filters = {handler: handler.filters[:] for handler in logging.getLogger().handlers}
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             value = dispatch(task_cfg)
@@ -89,6 +93,8 @@ def dispatch_run(*overrides: str, quiet: bool = False) -> Dispatched:
         code = exc.code if isinstance(exc.code, int) else 1
     finally:
         HydraConfig.instance().cfg = None
+        for handler, kept in filters.items():
+            handler.filters[:] = kept
     return Dispatched(value, code, out.getvalue(), err.getvalue())
 
 
