@@ -209,7 +209,7 @@ class ArchEHRContract(ProgramContract[Case]):
 
             # a compile of one part (optimizer=fit's `only`) may start from a state without that part's weights
             compiling = cfg.get("task", {}).get("_target_") == "runners.program.compile_task"
-            only = (cfg.get("optimizer") or {}).get("teleprompter", {}).get("only") if compiling else None
+            only = ((cfg.get("optimizer") or {}).get("teleprompter") or {}).get("only") if compiling else None
             load_compiled(program, p.compiled, list(only or ()))
         return program
 
