@@ -35,7 +35,7 @@ from tasks.archehr.data import NoteSentence
 C_GRID = (0.0001, 0.0003, 0.001, 0.003, 0.01)  # hundreds of columns against a few hundred sentences: strong L2
 CV_FOLDS = 5
 NOT_FITTED = ("program/archehr/grounding=reader: program.compiled holds no reader verifier fitted with this reader "
-              "(task=compile experiment=compile_reader_verifier fits one)")
+              "(experiment=reader_verifier loads the Qwen's; task=compile experiment=compile_reader_verifier fits one)")
 
 
 class ReaderVerifierHead(LogisticHead):
