@@ -1,5 +1,6 @@
 """The reader verifier (program/archehr/grounding=reader) on the shipped SmolLM2-135M: the reader reads a claim after
-its note sentences (the same vector for the same input, the claim and the note both read), optimizer=fit fits the
+its note sentences (the same vector for the same input in any order, alone or on 2 threads; the claim and the note
+both read), optimizer=fit fits the
 head on hand-written fabrications of the training cases and chooses the threshold on validation, its state round
 trips, and a run without a fitted state, or a compile without fabrications, is one line."""
 
@@ -35,6 +36,7 @@ def test_a_claim_is_read_after_its_note_sentences(tmp_path):
     assert np.array_equal(reader.read_claims([NOTE], claims[1:])[0], vectors[1])          # alone
     assert not np.array_equal(vectors[0], vectors[1])                                     # the claim is read
     assert not np.array_equal(reader.read_claims([NOTE[1:]], claims[:1])[0], vectors[0])  # and the note
+    assert np.array_equal(GGUFReader(threads=2, cache=False).read_claims([NOTE], claims[:1])[0], vectors[0])  # threads
 
 
 def fabrications_of(tmp_path, examples, per_case: int = 3):
