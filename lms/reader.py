@@ -29,6 +29,7 @@ import hashlib
 import importlib.metadata
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -199,22 +200,13 @@ class GGUFReader:
         message = message if self.form == "question_message" else ""
         if self.pooling == "last":
             keys = [(False, json.dumps([question, message, s])) for s in sentences]
-        else:  # one read of the whole note: kept as one matrix, keyed by every text it read
-            keys = [(True, json.dumps([question, message, *sentences]))]
-        store = self._vector_store()
-        found = store.get(keys) if store is not None else {}
-        rest = [k for k in keys if k not in found]
-        if rest:
-            if self.pooling == "last":
-                computed = self._per_sentence(question, message, [json.loads(k[1])[2] for k in rest])
-            else:
-                computed = self._whole_note(question, message, sentences).reshape(1, -1)
-            if store is not None:
-                store.put(rest, computed)
-            found.update(zip(rest, computed, strict=True))
-        if self.pooling == "last":
+            found = self._kept(keys, lambda rest: self._per_sentence(question, message,
+                                                                     [json.loads(k[1])[2] for k in rest]))
             return np.stack([found[k] for k in keys]).astype(np.float32)
-        return found[keys[0]].reshape(len(sentences), -1).astype(np.float32)
+        # one read of the whole note: kept as one matrix, keyed by every text it read
+        key = (True, json.dumps([question, message, *sentences]))
+        found = self._kept([key], lambda rest: self._whole_note(question, message, sentences).reshape(1, -1))
+        return found[key].reshape(len(sentences), -1).astype(np.float32)
 
     def read_claims(self, notes: list[list[str]], claims: list[str]) -> np.ndarray:
         """(len(claims), dim) float32: each claim (an answer sentence) read after the note sentences it rests on, with
@@ -223,15 +215,21 @@ class GGUFReader:
         if not claims:
             return np.zeros((0, self.dim), dtype=np.float32)
         keys = [(False, json.dumps(["claim", list(note), claim])) for note, claim in zip(notes, claims, strict=True)]
+        found = self._kept(keys, lambda rest: self._per_claim([json.loads(k[1])[1:] for k in rest]))
+        return np.stack([found[k] for k in keys]).astype(np.float32)
+
+    def _kept(self, keys: list[tuple[bool, str]], compute: Callable[[list], np.ndarray]) -> dict:
+        """{key: vector} of `keys`: from DSPy's cache where kept there, the others computed (once each, in one call
+        of `compute` with the missing keys) and kept."""
         store = self._vector_store()
         found = store.get(keys) if store is not None else {}
         rest = list(dict.fromkeys(k for k in keys if k not in found))
         if rest:
-            computed = self._per_claim([json.loads(k[1])[1:] for k in rest])
+            computed = compute(rest)
             if store is not None:
                 store.put(rest, computed)
             found.update(zip(rest, computed, strict=True))
-        return np.stack([found[k] for k in keys]).astype(np.float32)
+        return found
 
     def _tokens(self, llm: Any, text: str, limit: int | None = None, special: bool = False) -> list[int]:
         tokens = llm.tokenize(text.encode("utf-8"), add_bos=False, special=special)
@@ -252,6 +250,8 @@ class GGUFReader:
 
         if len(tokens) > self.n_ctx:
             raise ConfigError(f"reader: a prompt of {len(tokens)} tokens is longer than reader.n_ctx={self.n_ctx}")
+        threads = threads_now(self.threads)  # asked per prompt: the machine's load changes while a note is read
+        llama_cpp.llama_set_n_threads(llm.ctx, threads, threads)
         llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(llm.ctx), True)
         for i, token in enumerate(tokens):
             batch.token[i], batch.pos[i], batch.n_seq_id[i], batch.logits[i] = token, i, 1, 1
@@ -265,15 +265,11 @@ class GGUFReader:
 
     def _per_sentence(self, question: str, message: str, sentences: list[str]) -> np.ndarray:
         llm, batch, lock = self._llm()
-        import llama_cpp
-
         with lock:
             head = self._head(llm, question, message)
             tail = self._tokens(llm, _QUESTION_TAIL, special=True)
             out = []
             for sentence in sentences:
-                threads = threads_now(self.threads)  # asked per prompt: the machine's load changes while a note is read
-                llama_cpp.llama_set_n_threads(llm.ctx, threads, threads)
                 tokens = head + self._tokens(llm, "Note sentence: ") + self._tokens(llm, sentence, LIMITS["sentence"])
                 out.append(self._hidden(llm, batch, tokens + tail)[-1])
         return np.asarray(out, dtype=np.float32)
@@ -282,15 +278,11 @@ class GGUFReader:
         """One prompt per (note sentences, claim): `Note:` the sentences, one a line, `Claim:` the claim, then the
         support question; the last token's vector."""
         llm, batch, lock = self._llm()
-        import llama_cpp
-
         with lock:
             t = functools.partial(self._tokens, llm)
             tail = t(_CLAIM_TAIL, special=True)
             out = []
             for note, claim in pairs:
-                threads = threads_now(self.threads)
-                llama_cpp.llama_set_n_threads(llm.ctx, threads, threads)
                 tokens = llm.tokenize(b"<|im_start|>user\n", add_bos=True, special=True) + t("Note:\n")
                 for sentence in note:
                     tokens += t(sentence, LIMITS["sentence"]) + t("\n")
@@ -302,8 +294,6 @@ class GGUFReader:
         """The note after the question, one sentence a line, in as few passes as fit `n_ctx` (each pass repeats the
         question); each sentence's span pooled."""
         llm, batch, lock = self._llm()
-        import llama_cpp
-
         with lock:
             head = self._head(llm, question, message) + self._tokens(llm, "Note:\n")
             pieces = [self._tokens(llm, s, LIMITS["sentence"]) + self._tokens(llm, "\n") for s in sentences]
@@ -316,8 +306,6 @@ class GGUFReader:
                     piece = pieces[start + len(spans)]
                     spans.append((len(tokens), len(tokens) + len(piece) - 1))  # the line break is not the sentence's
                     tokens += piece
-                threads = threads_now(self.threads)
-                llama_cpp.llama_set_n_threads(llm.ctx, threads, threads)
                 hidden = self._hidden(llm, batch, tokens)
                 for begin, end in spans:
                     span = hidden[begin:max(end, begin + 1)]
