@@ -39,10 +39,7 @@ class LearnedVerifier(dspy.Module):
                  max_false_flags: float = 0.04, regularization: float = 0.1, rounds: int = 4,
                  note_pairs_per_case: int = 30, seed: int = 0) -> None:
         super().__init__()
-        if threshold is not None and not 0.0 < float(threshold) <= 1.0:
-            raise ConfigError(f"program.grounding.verifier.threshold must be in (0, 1] or null, not {threshold!r}")
-        if not 0.0 <= float(max_false_flags) < 1.0:
-            raise ConfigError(f"program.grounding.verifier.max_false_flags must be in [0, 1), not {max_false_flags!r}")
+        check_flag_settings(threshold, max_false_flags)
         if not float(regularization) > 0 or int(rounds) < 1 or int(note_pairs_per_case) < 0:
             raise ConfigError("program.grounding.verifier: regularization must be > 0, rounds >= 1 and "
                               "note_pairs_per_case >= 0")
@@ -144,11 +141,26 @@ class LearnedVerifier(dspy.Module):
         self.weights.set(names, self.aligner.model_name, mean, scale, coef, intercept, threshold, fit)
         log(f"verifier: threshold {threshold:.3f}; validation false flags {fit['validation_false_flags']} of "
             f"{len(supported)} reference sentences, recall {fit['validation_recall']} of {len(scores)} fabricated")
-        if len(scores) and len(supported) and fit["validation_recall"] <= fit["validation_false_flags"]:
-            # the optimizer's review refuses a fit that says so (the saved program is left as it was)
-            fit["refused"] = (f"it flags {fit['validation_recall']:.0%} of the validation fabrications and "
-                              f"{fit['validation_false_flags']:.0%} of the correct sentences (no better than chance)")
+        refuse_chance(fit)
         return fit
+
+
+def check_flag_settings(threshold: float | None, max_false_flags: float) -> None:
+    """The two settings every verifier flags by: a threshold in (0, 1] or null (the fitted one), and the share of
+    validation reference sentences the fitted threshold may flag, in [0, 1)."""
+    if threshold is not None and not 0.0 < float(threshold) <= 1.0:
+        raise ConfigError(f"program.grounding.verifier.threshold must be in (0, 1] or null, not {threshold!r}")
+    if not 0.0 <= float(max_false_flags) < 1.0:
+        raise ConfigError(f"program.grounding.verifier.max_false_flags must be in [0, 1), not {max_false_flags!r}")
+
+
+def refuse_chance(fit: dict[str, Any]) -> None:
+    """Mark a fit `refused` when it flags no more of the validation fabrications than of the correct sentences (both
+    measured): the optimizer's review then leaves the saved program as it was."""
+    recall, false_flags = fit.get("validation_recall"), fit.get("validation_false_flags")
+    if recall is not None and false_flags is not None and recall <= false_flags:
+        fit["refused"] = (f"it flags {recall:.0%} of the validation fabrications and {false_flags:.0%} of the correct "
+                          "sentences (no better than chance)")
 
 
 def fabricated_pairs(examples: Sequence[dspy.Example], seed: int) -> list[tuple[list[str], str]]:

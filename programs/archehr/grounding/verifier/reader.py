@@ -28,7 +28,12 @@ from common.logistic_fit import fit_scorer, folds
 from common.parameters import LearnedStateError, LogisticHead
 from lms.reader import GGUFReader
 from programs.archehr.grounding.verdicts import NOT_IN_NOTE, SUPPORTED
-from programs.archehr.grounding.verifier.module import flag_threshold
+from programs.archehr.grounding.verifier.module import (
+    NO_TRAINING_PAIRS,
+    check_flag_settings,
+    flag_threshold,
+    refuse_chance,
+)
 from programs.archehr.grounding.verifier.pairs import MAX_PREMISE_SENTENCES, cited_answers
 from tasks.archehr.data import NoteSentence
 
@@ -58,10 +63,7 @@ class ReaderVerifier(dspy.Module):
     def __init__(self, reader: GGUFReader, threshold: float | None = None, max_false_flags: float = 0.04,
                  fabrications: Sequence[str] = ()) -> None:
         super().__init__()
-        if threshold is not None and not 0.0 < float(threshold) <= 1.0:
-            raise ConfigError(f"program.grounding.verifier.threshold must be in (0, 1] or null, not {threshold!r}")
-        if not 0.0 <= float(max_false_flags) < 1.0:
-            raise ConfigError(f"program.grounding.verifier.max_false_flags must be in [0, 1), not {max_false_flags!r}")
+        check_flag_settings(threshold, max_false_flags)
         if isinstance(fabrications, str):
             fabrications = [fabrications]
         self.reader = reader
@@ -111,8 +113,7 @@ class ReaderVerifier(dspy.Module):
 
     def preflight(self, trainset: Sequence[dspy.Example]) -> None:
         if not any(getattr(ex, "key", None) is not None for ex in trainset):
-            raise ConfigError("the reader verifier's training cases have no key (data.train needs ArchEHR XML cases "
-                              "with their reference answers)")
+            raise ConfigError(NO_TRAINING_PAIRS)
         if not self.fabrications:
             raise ConfigError("the reader verifier learns from hand-written fabrications of its training cases: set "
                               "program.grounding.verifier.fabrications (grounding-fabrications/1 files)")
@@ -158,9 +159,7 @@ class ReaderVerifier(dspy.Module):
         self.weights.set(head.mean, head.scale, head.coef, head.intercept, {"threshold": threshold}, fit)
         log(f"reader verifier: threshold {threshold:.3f}; validation false flags {fit['validation_false_flags']} of "
             f"{len(scores)} reference sentences, recall {fit['validation_recall']} of {len(held)} fabricated")
-        if held and len(scores) and fit["validation_recall"] <= fit["validation_false_flags"]:
-            fit["refused"] = (f"it flags {fit['validation_recall']:.0%} of the validation fabrications and "
-                              f"{fit['validation_false_flags']:.0%} of the correct sentences (no better than chance)")
+        refuse_chance(fit)
         return fit
 
     def _choose_c(self, x: np.ndarray, y: np.ndarray, case_ids: list[str], val_x: np.ndarray,
