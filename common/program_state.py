@@ -126,6 +126,18 @@ def load_compiled(program: dspy.Module, path: str | Path, fitting: Sequence[str]
     return program  # not marked `_compiled`: as with DSPy's load(), only a compile does (a teleprompter may start here)
 
 
+def load_program_state(program: dspy.Module, cfg: Any) -> dspy.Module:
+    """`program.compiled` loaded into `program` where the config names one (every contract's `build`). A compile that
+    fits some parts (`optimizer.teleprompter.only`, e.g. optimizer=fit's) may start from a state without their
+    weights; a run needs every part's."""
+    path = cfg.program.get("compiled")
+    if not path:
+        return program
+    compiling = (cfg.get("task") or {}).get("_target_") == "runners.program.compile_task"
+    only = ((cfg.get("optimizer") or {}).get("teleprompter") or {}).get("only") if compiling else None
+    return load_compiled(program, path, list(only or ()))
+
+
 def load_all_or_nothing(params: dict[str, Any], state: dict[str, Any]) -> None:
     """Each parameter's state is loaded into a copy first (as DSPy's `load_state` tries a copy); only when every one
     loaded are the copies' attributes moved into the program's parameters, so a state that fails on its last

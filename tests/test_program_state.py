@@ -99,3 +99,16 @@ def test_a_compile_of_one_part_may_start_from_a_state_without_that_parts_weights
     assert loaded.kept.fitted and loaded.kept.coef.tolist() == [2.0] and not loaded.new.fitted
     with pytest.raises(ClinprogError, match="holds no new"):
         load_compiled(TwoHeads(), state, fitting=["ne"])  # a part's name, not a prefix of it
+    # what every contract's build calls: only a compile's `only` parts may be missing
+    from omegaconf import OmegaConf
+
+    from common.program_state import load_program_state
+
+    def cfg(task: str, only: list[str] | None) -> object:
+        return OmegaConf.create({"task": {"_target_": f"runners.program.{task}"}, "program": {"compiled": str(state)},
+                                 "optimizer": {"teleprompter": None if only is None else {"only": only}}})
+
+    assert not load_program_state(TwoHeads(), cfg("compile_task", ["new"])).new.fitted
+    for refused in (cfg("run", ["new"]), cfg("compile_task", None)):
+        with pytest.raises(ClinprogError, match="holds no new"):
+            load_program_state(TwoHeads(), refused)

@@ -204,14 +204,9 @@ class ArchEHRContract(ProgramContract[Case]):
                                         max_words=answer.max_words, soft_cut_ratio=answer.soft_cut_ratio)
         program = shared.complete(instantiate_node(p.get("module"), "program.module"), "program.module",
                                   no_lm_fallbacks=fallbacks, grounding=grounding, **stages)
-        if p.get("compiled"):
-            from common.program_state import load_compiled
+        from common.program_state import load_program_state
 
-            # a compile of one part (optimizer=fit's `only`) may start from a state without that part's weights
-            compiling = cfg.get("task", {}).get("_target_") == "runners.program.compile_task"
-            only = ((cfg.get("optimizer") or {}).get("teleprompter") or {}).get("only") if compiling else None
-            load_compiled(program, p.compiled, list(only or ()))
-        return program
+        return load_program_state(program, cfg)
 
     def predict(self, program: dspy.Module, item: Case) -> ArchEHRRecord:
         start = time.perf_counter()

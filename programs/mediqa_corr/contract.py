@@ -101,11 +101,9 @@ class MediqaCorrContract(ProgramContract[Note]):
         search = resources["search"] if "search" in resources else build_search(cfg)
         shared = Resources(role_lms=dict(role_lms or {}), search=search)
         program = shared.complete(instantiate_node(cfg.program.get("module"), "program.module"), "program.module")
-        if cfg.program.get("compiled"):
-            from common.program_state import load_compiled
+        from common.program_state import load_program_state
 
-            load_compiled(program, cfg.program.compiled)
-        return program
+        return load_program_state(program, cfg)
 
     def fingerprint_extra(self, cfg: DictConfig) -> dict[str, Any]:
         # plain notes: how long a sentence may be before it is cut, and how notes split, change the numbered sentences

@@ -49,11 +49,9 @@ class FeverContract(ProgramContract[FeverNote]):
 
     def build(self, cfg: DictConfig, role_lms: dict[str, dspy.LM] | None, **resources: Any) -> dspy.Module:
         program = Resources(role_lms=dict(role_lms or {})).complete(instantiate(cfg.program.module), "program.module")
-        if cfg.program.get("compiled"):
-            from common.program_state import load_compiled
+        from common.program_state import load_program_state
 
-            load_compiled(program, cfg.program.compiled)
-        return program
+        return load_program_state(program, cfg)
 
     def predict(self, program: dspy.Module, item: FeverNote) -> dict[str, Any]:
         start = time.perf_counter()
