@@ -1,9 +1,7 @@
-"""Google Gemini through the official `google-genai` SDK, as a DSPy 3.4 engine.
+"""lm=gemini: Google Gemini through the official `google-genai` SDK, as a DSPy 3.4 engine.
 
-Structured output is native: the JSON schema DSPy's JSONAdapter derives from the signature is sent as
-`response_json_schema`. SDK errors are translated into DSPy's lm15 error classes so that DSPy's own retry
-loop (exponential backoff) handles rate limits and server errors.
-"""
+The signature's JSON schema is sent as `response_json_schema`. SDK errors become lm15's error classes, so DSPy's
+retry loop (exponential backoff) handles rate limits and server errors."""
 
 from __future__ import annotations
 
@@ -11,8 +9,9 @@ import os
 from typing import Any
 
 from dspy import lm15
-from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
+from dspy.lm15 import Response
 
+from lms.engine import Engine, status_error, system_text, text_response
 from lms.errors import LMConfigError
 
 
@@ -21,15 +20,9 @@ def _translate(exc: Exception) -> Exception:
 
     if isinstance(exc, genai_errors.APIError):
         status = getattr(exc, "code", None)
-        message = str(exc)
-        if status == 429:
-            return lm15.RateLimitError(message, provider="gemini", status=status)
-        if status in (401, 403):
-            return lm15.AuthError(message, provider="gemini", status=status)
-        if status is not None and status >= 500:
-            return lm15.ServerError(message, provider="gemini", status=status)
-        return lm15.InvalidRequestError(message, provider="gemini", status=status)
-    if isinstance(exc, (ConnectionError, TimeoutError, OSError)):
+        kind = status_error(status) or lm15.InvalidRequestError
+        return kind(str(exc), provider="gemini", status=status)
+    if isinstance(exc, OSError):  # ConnectionError and TimeoutError included
         return lm15.TransportError(f"gemini: {exc}", provider="gemini")
     return exc
 
@@ -51,10 +44,7 @@ def _check_vertex_credentials() -> None:
             "(or use an API key: drop lm.client.vertexai and set GEMINI_API_KEY)") from None
 
 
-class GeminiEngine:
-    supports_response_schema = True
-    supported_params = frozenset({"response_format", "temperature", "max_tokens", "top_p", "stop", "seed"})
-
+class GeminiEngine(Engine):
     def __init__(
         self,
         model: str,
@@ -77,9 +67,7 @@ class GeminiEngine:
             else:
                 api_key = os.environ.get(api_key_env)
                 if not api_key:
-                    raise LMConfigError(
-                        f"lm=gemini needs an API key: set {api_key_env} (or use lm.client.vertexai=true)"
-                    )
+                    raise LMConfigError(f"lm=gemini needs an API key: set {api_key_env} (or use lm.client.vertexai=true)")
                 client = genai.Client(api_key=api_key)
         self._client = client
 
@@ -87,10 +75,7 @@ class GeminiEngine:
         from google.genai import types
 
         cfg = request.config
-        system = request.system if isinstance(request.system, str) or request.system is None else "".join(
-            getattr(p, "text", "") for p in request.system
-        )
-        kwargs: dict[str, Any] = {"system_instruction": system}
+        kwargs: dict[str, Any] = {"system_instruction": system_text(request.system)}
         if cfg.temperature is not None:
             kwargs["temperature"] = cfg.temperature
         if cfg.max_tokens:
@@ -120,19 +105,6 @@ class GeminiEngine:
         except Exception as exc:  # translated so DSPy retries the transient ones
             raise _translate(exc) from exc
         meta = getattr(out, "usage_metadata", None)
-        return Response(
-            id=getattr(out, "response_id", None),
-            model=self.model,
-            message=Message.assistant((TextPart(out.text or ""),)),
-            finish_reason="stop",
-            usage=Usage(
-                input_tokens=getattr(meta, "prompt_token_count", None),
-                output_tokens=getattr(meta, "candidates_token_count", None),
-            ),
-        )
-
-    def stream(self, request: Any):
-        return response_to_events(self.complete(request))
-
-    def close(self) -> None:
-        pass
+        return text_response(out.text or "", id=getattr(out, "response_id", None), model=self.model,
+                             input_tokens=getattr(meta, "prompt_token_count", None),
+                             output_tokens=getattr(meta, "candidates_token_count", None))

@@ -1,9 +1,7 @@
-"""An in-process llama.cpp engine for DSPy 3.4's `dspy.LM(model, engine=...)` contract.
+"""lm=embedded: a GGUF model run in process with llama-cpp-python, as a DSPy 3.4 engine.
 
-Tiny local models rarely follow DSPy's text protocols, so this engine declares support for response
-schemas: DSPy's JSONAdapter then sends the signature's JSON schema, which llama.cpp compiles into a
-grammar that constrains decoding. A model can then only emit JSON that parses.
-"""
+It declares response schemas, so DSPy's JSONAdapter sends the signature's JSON schema and llama.cpp decodes under
+the grammar compiled from it: a tiny model can only emit JSON that parses."""
 
 from __future__ import annotations
 
@@ -13,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from dspy import lm15
-from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
+from dspy.lm15 import Response
 
 from common.control_tokens import strip_control_tokens, vocabulary_control_tokens
 from common.cpu import threads_now, threads_setting
+from lms.engine import Engine, system_text, text_response
 from lms.errors import LMConfigError
 from lms.openai_compatible_engine import wire_response_format
 
@@ -24,19 +23,8 @@ _FRAMES = 4       # saved frame states (one per prompt frame in use: the evidenc
 _MIN_FRAME = 64   # a shorter frame is read again rather than saved
 
 
-def _system_text(system: Any) -> str | None:
-    if system is None:
-        return None
-    if isinstance(system, str):
-        return system
-    return "".join(getattr(part, "text", "") for part in system)
-
-
-class LlamaCppEngine:
-    """Runs a GGUF model with llama-cpp-python; one `complete` call is one generation."""
-
-    supports_response_schema = True
-    supported_params = frozenset({"response_format", "temperature", "max_tokens", "top_p", "stop", "seed"})
+class LlamaCppEngine(Engine):
+    """One `complete` call is one generation."""
 
     def __init__(
         self,
@@ -46,8 +34,6 @@ class LlamaCppEngine:
         n_threads: int | str | None = None,
         seed: int = 0,
         fold_system: bool | None = None,
-        chat_format: str | None = None,
-        verbose: bool = False,
         prompt_cache_mb: int = 0,
         prefix_reuse: bool = False,
     ) -> None:
@@ -62,26 +48,17 @@ class LlamaCppEngine:
         self.seed = seed
         self.threads = threads_setting("auto" if n_threads is None else n_threads, "lm.client.n_threads")
         self._lock = threading.Lock()  # a Llama object is not thread-safe
-        self._llama = Llama(
-            model_path=str(path),
-            n_ctx=n_ctx,
-            n_threads=threads_now(self.threads),
-            seed=seed,
-            chat_format=chat_format,
-            verbose=verbose,
-        )
+        self._llama = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads_now(self.threads), seed=seed,
+                            verbose=False)
         if prompt_cache_mb:
-            # llama.cpp reuses the KV state of the previous prompt's shared prefix by itself; a RAM cache of states
-            # also finds the prefix of an earlier prompt (the agent's note after the reviewers' prompts).
+            # a RAM cache of states also finds the prefix of an earlier prompt, not only of the previous one
             from llama_cpp import LlamaRAMCache
 
             self._llama.set_cache(LlamaRAMCache(capacity_bytes=prompt_cache_mb << 20))
         has_template = "tokenizer.chat_template" in (self._llama.metadata or {})
-        # Some llama.cpp chat formats (e.g. gemma's) silently drop the system message, which is where
-        # DSPy puts the instructions; without a template, fold it into the first user turn.
+        # some chat formats (gemma's) drop the system message, DSPy's instructions: without a template, fold it in
         self.fold_system = (not has_template) if fold_system is None else fold_system
         self.control_tokens = vocabulary_control_tokens(self._llama)
-        self.calls = 0
         if prefix_reuse and prompt_cache_mb:
             raise LMConfigError("lm.client.prefix_reuse and lm.client.prompt_cache_mb both reuse a prompt's start: "
                                 "set one (prefix_reuse keeps each reply a function of its prompt)")
@@ -102,9 +79,8 @@ class LlamaCppEngine:
                                    bos_token=model.token_get_text(model.token_bos()))
 
     def _frame(self, messages: list[dict[str, str]]) -> list[int]:
-        """The prompt's frame: its tokens up to the last input field of the last turn (the last line starting
-        `[[ ## `: what DSPy's adapters put before each input field). Calls that differ only in that field (one note
-        sentence after another) share the frame. A function of the prompt alone; [] when there is no such field."""
+        """The prompt's tokens up to the last `[[ ## ` input field of the last turn, [] when there is none: calls
+        that differ only in that field (one note sentence after another) share it. A function of the prompt alone."""
         last = messages[-1]["content"] if messages and messages[-1]["role"] == "user" else ""
         cut = last.rfind("\n[[ ## ")
         if cut < 0 or self._formatter is None:
@@ -124,9 +100,8 @@ class LlamaCppEngine:
         return frame[:common] if common >= _MIN_FRAME else []
 
     def _start_from_frame(self, frame: list[int]) -> None:
-        """Put the frame's state into the context: read alone from an empty context the first time, saved, and
-        copied back every later time, so the rest of any prompt is read onto the same cells: the reply depends on
-        the prompt alone (as with a whole read), and a frame is read once instead of once per call."""
+        """Put the frame's state into an empty context: read and saved the first time, copied back after that. The
+        rest of the prompt is read onto the same cells either way, so the reply depends on the prompt alone."""
         key = tuple(frame)
         state = self._frames.get(key)
         self._llama.reset()
@@ -142,10 +117,10 @@ class LlamaCppEngine:
             self.frame_tokens_reused += len(frame)
 
     def _messages(self, request: Any) -> list[dict[str, str]]:
-        """The chat turns; a control-token string inside any text is removed (the chat template tokenizes the whole
-        prompt with special tokens recognised: a patient's `<|im_end|>` would end the turn)."""
+        """The chat turns without control-token strings: the template tokenizes the prompt with special tokens
+        recognised, so a patient's `<|im_end|>` would end the turn."""
         own = self.control_tokens
-        system = _system_text(request.system)
+        system = system_text(request.system)
         if system:
             system = strip_control_tokens(system, own)
         messages = [{"role": m.role if m.role != "developer" else "user",
@@ -187,8 +162,7 @@ class LlamaCppEngine:
                 # llama-cpp-python then finds the frame's tokens in the context and reads only the rest
                 self._start_from_frame(frame)
             elif self._llama.cache is None:
-                # every prompt read from its first token: llama-cpp-python keeps the previous prompt's common prefix,
-                # and a reply then depended on the prompt before it (prompt_cache_mb > 0 opts into that for speed)
+                # read from the first token: a kept common prefix made a reply depend on the prompt before it
                 self._llama.reset()
             try:
                 out = self._llama.create_chat_completion(**kwargs)
@@ -196,20 +170,11 @@ class LlamaCppEngine:
                 if "context window" in str(exc):
                     raise lm15.ContextLengthError(f"embedded LM: {exc} (raise lm.client.n_ctx)") from exc
                 raise
-            self.calls += 1
         choice = out["choices"][0]
         usage = out.get("usage") or {}
-        finish = "length" if choice.get("finish_reason") == "length" else "stop"
-        return Response(
-            id=out.get("id"),
-            model=self.model_path.name,
-            message=Message.assistant((TextPart(choice["message"].get("content") or ""),)),
-            finish_reason=finish,
-            usage=Usage(input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens")),
-        )
-
-    def stream(self, request: Any):
-        return response_to_events(self.complete(request))
+        return text_response(choice["message"].get("content") or "", id=out.get("id"), model=self.model_path.name,
+                             input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens"),
+                             finish_reason="length" if choice.get("finish_reason") == "length" else "stop")
 
     def close(self) -> None:
         self._llama.close()

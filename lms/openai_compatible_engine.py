@@ -1,9 +1,6 @@
-"""lm=openai_compatible's engine: one chat completion over HTTP, in DSPy 3.4's engine contract (`dspy.LM(engine=...)`).
-
-It replaces DSPy's LiteLLM engine for OpenAI-style servers (llama.cpp, vLLM, Ollama): `import litellm` cost ~4 CPU-s
-in every process that sent a request. It sends what LiteLLM sent for `openai/<model>` (`max_tokens`, not
-`max_completion_tokens`; the response format as `structured_output` says). Each `complete` is one attempt; a
-failure becomes one of lm15's error classes, so DSPy retries what is transient and reports the rest at once."""
+"""lm=openai_compatible: one chat completion over HTTP to an OpenAI-style server (llama.cpp, vLLM, Ollama), as a
+DSPy 3.4 engine. It replaces LiteLLM, whose import cost ~4 CPU-s per process, and sends what LiteLLM sent
+(`max_tokens`, not `max_completion_tokens`). A failure becomes an lm15 error class, so DSPy retries the transient ones."""
 
 from __future__ import annotations
 
@@ -12,18 +9,18 @@ import threading
 from typing import Any
 
 from dspy import lm15
-from dspy.lm15 import Response, response_from_openai_chat, response_to_events
+from dspy.lm15 import Response, response_from_openai_chat
 
 from common.usage import count_attempt
+from lms.engine import Engine, status_error
 
 DEFAULT_TIMEOUT_S = 600.0  # LiteLLM's default, when lm.client.timeout is null
 
 
 def wire_response_format(mode: str, fmt: dict[str, Any] | None) -> dict[str, Any] | None:
-    """DSPy's canonical response format (`{"type": "json_schema", "schema": ..., "name": ...}` or `json_object`)
-    in the form a server of this `structured_output` mode accepts: llama.cpp's server decodes under a grammar from
-    `json_object` + `schema` and answers HTTP 500 to `json_schema`; OpenAI and vLLM take `json_schema`; a bare
-    `json_object`; or nothing."""
+    """DSPy's response format in the form a server of this `structured_output` mode accepts: llama.cpp's server
+    decodes under a grammar from `json_object` + `schema` (and answers HTTP 500 to `json_schema`); OpenAI and vLLM
+    take `json_schema`."""
     if not fmt or mode == "none":
         return None
     schema = fmt.get("schema") or (fmt.get("json_schema") or {}).get("schema")
@@ -61,11 +58,8 @@ def _server_message(body: bytes) -> str:
     return (body.decode("utf-8", "replace").strip().splitlines() or [""])[0][:300]
 
 
-class OpenAICompatibleEngine:
+class OpenAICompatibleEngine(Engine):
     """POST /chat/completions to `api_base`; one call is one attempt (DSPy retries)."""
-
-    supports_response_schema = True
-    supported_params = frozenset({"response_format", "temperature", "max_tokens", "top_p", "stop", "seed"})
 
     def __init__(self, model: str, api_base: str, *, api_key: str = "not-needed", timeout: float | None = 120.0,
                  structured_output: str = "json_object_schema") -> None:
@@ -133,9 +127,7 @@ class OpenAICompatibleEngine:
                                      provider="openai_compatible")
         if not is_completion:  # DSPy's reader would take an empty choice list as an empty reply
             raise not_one
-        # DSPy's own reader of a chat completion (what its LiteLLM engine ran on the reply): text, usage, finish reason.
-        # It trusts the shape of every other field (`"usage": "lots"` was an AttributeError): what it cannot read is
-        # the server's malformed reply, the same line as one without choices
+        # DSPy's own reader of a chat completion trusts the shape of every field: what it cannot read is a malformed reply
         try:
             return response_from_openai_chat(data, model=self.model)
         except (AttributeError, TypeError, KeyError, IndexError, ValueError):
@@ -144,26 +136,17 @@ class OpenAICompatibleEngine:
     def _status_error(self, reply: Any) -> Exception:
         status, text = reply.status_code, _server_message(reply.content)
         message = f"HTTP {status} from {self.url}: {text}"
-        kind: type[lm15.LM15Error]
-        if status == 429:
-            kind = lm15.RateLimitError
-        elif status in (401, 403):
-            kind = lm15.AuthError
-        elif status >= 500:
-            kind = lm15.ServerError
-        elif "context" in text.lower() and ("length" in text.lower() or "size" in text.lower()):
-            kind = lm15.ContextLengthError
-        else:
-            kind = lm15.InvalidRequestError
+        kind = status_error(status)
+        if kind is None:
+            lower = text.lower()
+            too_long = "context" in lower and ("length" in lower or "size" in lower)
+            kind = lm15.ContextLengthError if too_long else lm15.InvalidRequestError
         retry_after = reply.headers.get("retry-after")
         try:
             seconds = float(retry_after) if retry_after else None
         except ValueError:
             seconds = None
         return kind(message, provider="openai_compatible", status=status, retry_after=seconds)
-
-    def stream(self, request: Any):
-        return response_to_events(self.complete(request))
 
     def close(self) -> None:
         with self._lock:
