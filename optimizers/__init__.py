@@ -1,1 +1,1 @@
-"""Optimizer compile runs: DSPy teleprompters from config, task metrics wrapped for DSPy, saved compiled programs."""
+"""The teleprompters of conf/optimizer (fit, logistic, finetune) and the compile guard."""

@@ -1,9 +1,9 @@
-"""The instruction guard: an instruction an optimizer proposes is adopted only when it is not degenerate.
+"""The compile's guards: an instruction an optimizer proposes is adopted only when it is not degenerate, and the
+compiled program only when validation says so (`adoption_refusal`).
 
 Optimizers that rewrite instructions (GEPA, MIPROv2, COPRO) are scored on a few examples, so a small LM can win by
-pasting a training input into its instruction, repeating it, or growing it without bound (issue #20: GEPA with the
-embedded 135M model saved one patient narrative repeated ten times as the stage-1 instruction). Each check is a
-plain text statistic, so it needs no LM and judges every proposal the same way."""
+pasting a training input into its instruction, repeating it, or growing it without bound. Each check is a plain
+text statistic: it needs no LM and judges every proposal the same way."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ import dataclasses
 import math
 import re
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import dspy
 
 WORD = re.compile(r"\w+")
 
@@ -35,7 +37,7 @@ class GuardLimits:
 
     @classmethod
     def from_config(cls, guard: Mapping[str, Any] | None) -> GuardLimits:
-        """Every limit comes from the config (no second set of defaults here); a missing or unknown key is one error."""
+        """Every limit from the config (no defaults here); a missing or unknown key is one error."""
         from common.errors import ConfigError
 
         values = dict(guard or {})
@@ -53,10 +55,8 @@ ADOPT_IF = ("improves", "not_worse", "always")
 
 
 def adoption_refusal(adopt_if: str, before: float, after: float) -> str | None:
-    """Why a compiled program is not adopted (its validation score against the one before), or None.
-
-    A score that could not be taken before (a learned stage compiled from scratch: NaN) gives nothing to compare:
-    the compiled program is adopted (the learned-weights review judges it against the trivial baselines)."""
+    """Why a compiled program is not adopted (its validation score against the one before), or None. No score before
+    (a learned stage compiled from scratch: NaN) is nothing to compare: the learned-weights review judges it."""
     if adopt_if == "always" or math.isnan(before):
         return None
     if math.isnan(after):
@@ -81,9 +81,6 @@ class Verdict:
         if not self.adopted:
             return "rejected: " + "; ".join(self.reasons)
         return "unchanged" if self.reasons == ("unchanged",) else "adopted" + "".join(f" ({r})" for r in self.reasons)
-
-
-UNCHANGED = Verdict(True, ("unchanged",))
 
 
 def words(text: str) -> list[str]:
@@ -152,7 +149,7 @@ def growth_reason(text: str, original: str, limits: GuardLimits) -> str | None:
 def judge(proposed: str, original: str, inputs: Iterable[tuple[str, str]], limits: GuardLimits) -> Verdict:
     """The verdict on one proposed instruction; an unchanged or guard-disabled one is adopted as it is."""
     if proposed == original:
-        return UNCHANGED
+        return Verdict(True, ("unchanged",))
     if not limits.enabled:
         return Verdict(True, ("guard off",))
     if not proposed.strip():
@@ -185,3 +182,77 @@ def truncate(text: str, limit: int = 400) -> str:
     """A long text shown in a report: its start, and how much was left out."""
     text = " ".join(text.split())
     return text if len(text) <= limit else f"{text[:limit]}... [{len(text) - limit} more characters]"
+
+
+@dataclass(frozen=True)
+class PredictorState:
+    instruction: str
+    demos: list[dict[str, str]]
+
+
+@dataclass
+class PredictorReview:
+    """One predictor before and after a compile, with the guard's verdict on its instruction."""
+
+    name: str
+    before: PredictorState
+    proposed: PredictorState
+    verdict: Verdict
+
+    def to_json(self) -> dict[str, Any]:
+        after = self.proposed.instruction if self.verdict.adopted else self.before.instruction
+        return {"predictor": self.name, "verdict": self.verdict.label, "adopted": self.verdict.adopted,
+                "reasons": list(self.verdict.reasons), "instruction_before": self.before.instruction,
+                "instruction_proposed": self.proposed.instruction, "instruction_after": after,
+                "demos_before": self.before.demos, "demos_after": self.proposed.demos}
+
+
+def item_label(value: Any, item_id: Callable[[Any], str] | None) -> str | None:
+    """'case 901' for an input object the program can name (a Case, a Note), else None."""
+    if item_id is None or isinstance(value, str | int | float | list | tuple | dict) or value is None:
+        return None
+    try:
+        found = item_id(value)
+    except (AttributeError, KeyError, TypeError):
+        return None
+    return None if found is None else f"{type(value).__name__.lower()} {found}"
+
+
+def _state(predictor: Any, item_id: Callable[[Any], str] | None) -> PredictorState:
+    """The instruction, and each demo as short text per field (a whole case object shown by its id)."""
+    demos = []
+    for demo in predictor.demos:
+        values = demo.toDict() if hasattr(demo, "toDict") else dict(demo)
+        demos.append({k: item_label(v, item_id) or truncate(str(v), 160) for k, v in values.items()
+                      if not k.startswith("dspy_") and k != "augmented"})
+    return PredictorState(predictor.signature.instructions, demos)
+
+
+def snapshot(program: dspy.Module, item_id: Callable[[Any], str] | None = None) -> dict[str, PredictorState]:
+    """Every predictor's state, taken before the optimizer may change it in place."""
+    return {name: _state(p, item_id) for name, p in program.named_predictors()}
+
+
+def example_inputs(examples: list[dspy.Example], item_id: Callable[[Any], str] | None = None) -> list[tuple[str, str]]:
+    """(label, text) for every string inside every example's inputs: what a proposed instruction must not copy."""
+    out = []
+    for i, ex in enumerate(examples):
+        values = [ex[k] for k in ex.inputs().keys()]
+        label = next((lab for v in values if (lab := item_label(v, item_id))), f"example {i + 1}")
+        out += [(f"{label}'s input", text) for v in values for text in input_texts(v)]
+    return out
+
+
+def guard_instructions(compiled: dspy.Module, before: dict[str, PredictorState], inputs: list[tuple[str, str]],
+                       limits: GuardLimits, item_id: Callable[[Any], str] | None = None) -> list[PredictorReview]:
+    """Judge each predictor's instruction in `compiled` against its original; put a rejected one back, so the
+    state that is saved, scored and served never carries it."""
+    reviews = []
+    for name, pred in compiled.named_predictors():
+        proposed = _state(pred, item_id)
+        original = before.get(name, PredictorState(proposed.instruction, []))
+        verdict = judge(proposed.instruction, original.instruction, inputs, limits)
+        if not verdict.adopted:
+            pred.signature = pred.signature.with_instructions(original.instruction)
+        reviews.append(PredictorReview(name, original, proposed, verdict))
+    return reviews

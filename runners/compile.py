@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +17,56 @@ from common.contract import ProgramContract
 from common.errors import ClinprogError, ConfigError
 from common.outputs import output_dir, write_json, write_text
 from common.parameters import LearnedStateError
+from common.program_state import save_compiled
 from lms import build_lm
-from optimizers.compile import data_hash, evaluate, run_optimizer, save_compiled
-from optimizers.feedback import with_feedback
-from optimizers.instruction_guard import GuardLimits, adoption_refusal
-from optimizers.instruction_review import any_rejected, example_inputs, guard_instructions, snapshot
+from optimizers.instruction_guard import GuardLimits, adoption_refusal, example_inputs, guard_instructions, snapshot
 from optimizers.split_overlap import split_overlap
 from reports import compile_report
 from reports.compile_report import guard_lines
+
+
+def data_hash(examples: list[dspy.Example]) -> str:
+    digest = hashlib.sha256()
+    for ex in examples:
+        digest.update(repr(sorted((k, repr(v)) for k, v in ex.items())).encode())
+    return digest.hexdigest()[:16]
+
+
+def evaluate(program: dspy.Module, devset: list[dspy.Example], metric) -> float:
+    if not devset:
+        return float("nan")
+    program(**devset[0].inputs())  # a stage that cannot run at all (no weights) fails here, once, not per example
+    result = dspy.Evaluate(devset=devset, metric=metric, num_threads=1, display_progress=False,
+                           provide_traceback=False)(program)
+    # the exact mean (EvaluationResult.score is a percentage rounded to 2 decimals)
+    scores = [float(getattr(s, "score", s) or 0.0) for _, _, s in result.results]
+    return sum(scores) / len(scores)
+
+
+def run_optimizer(optimizer: Any, student: dspy.Module, trainset: list[dspy.Example],
+                  valset: list[dspy.Example]) -> dspy.Module:
+    """Call `optimizer.compile` with what its signature accepts (BootstrapFewShot takes no valset)."""
+    if optimizer is None:
+        return student
+    params = inspect.signature(optimizer.compile).parameters
+    kwargs: dict[str, Any] = {"trainset": trainset}
+    if "valset" in params and valset:
+        kwargs["valset"] = valset
+    if "requires_permission_to_run" in params:
+        kwargs["requires_permission_to_run"] = False
+    compiled = optimizer.compile(student, **kwargs)
+    compiled._compiled = True  # DSPy's teleprompters set it; ours (logistic, finetune) return the student fitted
+    return compiled
+
+
+def with_feedback(metric: Callable[..., float], describe: Callable[[Any, Any, float], str]):
+    """GEPA's metric form: a score plus textual feedback the reflection LM can act on."""
+
+    def gepa_metric(gold, pred, trace=None, pred_name=None, pred_trace=None):
+        value = float(metric(gold, pred, trace))
+        return dspy.Prediction(score=value, feedback=describe(gold, pred, value))
+
+    return gepa_metric
 
 
 def program_metric(cfg: DictConfig, contract: ProgramContract):
@@ -34,8 +78,8 @@ def program_metric(cfg: DictConfig, contract: ProgramContract):
 
 
 def build_optimizer(cfg: DictConfig, contract: ProgramContract, metric) -> Any:
-    """The teleprompter of `conf/optimizer`; reflective ones (a `reflection_lm` parameter, e.g. GEPA) get textual
-    feedback from the program's `describe` and a reflection LM (`lm.roles.reflection`, else the task LM)."""
+    """The teleprompter of `conf/optimizer`; a reflective one (GEPA) gets a reflection LM (`lm.roles.reflection`,
+    else the task LM)."""
     tp = cfg.optimizer.get("teleprompter")
     if not tp:
         return None
@@ -44,10 +88,8 @@ def build_optimizer(cfg: DictConfig, contract: ProgramContract, metric) -> Any:
         metric = with_feedback(metric, contract.feedback)
     if "reflection_lm" in inspect.signature(get_class(tp._target_).__init__).parameters:
         roles = cfg.lm.get("roles") or {}
-        if roles.get("reflection"):
-            kwargs["reflection_lm"] = build_lm(OmegaConf.merge(cfg.lm, {"client": roles.reflection, "roles": {}}))
-        else:
-            kwargs["reflection_lm"] = dspy.settings.lm
+        kwargs["reflection_lm"] = (build_lm(OmegaConf.merge(cfg.lm, {"client": roles.reflection, "roles": {}}))
+                                   if roles.get("reflection") else dspy.settings.lm)
     return instantiate(tp, metric=metric, **kwargs)
 
 
@@ -63,7 +105,7 @@ def compile_program(cfg: DictConfig, contract: ProgramContract, program: dspy.Mo
     if overlap:
         print(overlap.message)
     preflight = getattr(optimizer, "preflight", None)
-    if callable(preflight):  # what it needs (a base model, usable training data) is checked before minutes of scoring
+    if callable(preflight):  # checked before minutes of scoring
         preflight(program, **({"trainset": trainset} if "trainset" in inspect.signature(preflight).parameters else {}))
     before_state = snapshot(program, contract.item_id)
     try:
@@ -77,8 +119,7 @@ def compile_program(cfg: DictConfig, contract: ProgramContract, program: dspy.Mo
     if any(p.signature.instructions != before_state[n].instruction for n, p in compiled.named_predictors()
            if n in before_state):
         proposed = evaluate(compiled, valset, metric)  # scored as the optimizer left it, before the guard
-    # a teleprompter that changes weights, not prompts (optimizer=finetune|logistic), reviews what it learned:
-    # a model worse than the trivial baselines or one that emits placeholders is not adopted
+    # a teleprompter that learns weights (optimizer=finetune|logistic|fit) reviews them and may refuse them
     learned_review = optimizer.review(compiled, valset, metric) if hasattr(optimizer, "review") else None
     if learned_review is not None:
         for line in learned_review["lines"]:
@@ -87,12 +128,11 @@ def compile_program(cfg: DictConfig, contract: ProgramContract, program: dspy.Mo
                                  contract.item_id)
     for line in guard_lines({"predictors": [r.to_json() for r in reviews]}):
         print(f"instruction guard: {line}")
-    rejected = any_rejected(reviews)
+    rejected = any(not r.verdict.adopted for r in reviews)
     after = evaluate(compiled, valset, metric) if rejected or proposed is None else proposed
     print(f"after {cfg.optimizer.name}: {after:.4f}"
           + (f" (as the optimizer proposed it: {proposed:.4f}; rejected instructions put back)" if rejected else ""))
-    # the compiled program is adopted only when data.val says so (optimizer.guard.adopt_if): a compile that made the
-    # program worse on validation must not replace a working state
+    # adopted only when data.val says so (optimizer.guard.adopt_if)
     not_adopted = adoption_refusal(limits.adopt_if, before, after)
     if not_adopted:
         print(f"adoption guard: not adopted: {not_adopted}")

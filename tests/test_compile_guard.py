@@ -11,8 +11,7 @@ import runners.compile as compile_runner
 from common.contract import contract_for
 from common.errors import ConfigError
 from common.html import esc
-from optimizers.instruction_guard import GuardLimits, judge, words
-from optimizers.instruction_review import example_inputs, guard_instructions, snapshot
+from optimizers.instruction_guard import GuardLimits, example_inputs, guard_instructions, judge, snapshot, words
 from optimizers.split_overlap import split_overlap
 from reports import compile_report
 from signatures.constrained import ConstrainedJSONAdapter

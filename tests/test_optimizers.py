@@ -7,11 +7,10 @@ import pytest
 
 from common.contract import contract_for
 from common.errors import ConfigError
-from optimizers.compile import CompiledProgramError, load_compiled, run_optimizer, save_compiled
-from optimizers.feedback import with_feedback
+from common.program_state import CompiledProgramError, load_compiled, save_compiled
 from programs.archehr.objectives import archehr_case_metric, archehr_evidence_metric
 from programs.mediqa_corr.objectives import describe_mediqa, mediqa_note_metric
-from runners.compile import build_optimizer, program_metric
+from runners.compile import build_optimizer, program_metric, run_optimizer, with_feedback
 from signatures.constrained import ConstrainedJSONAdapter
 from tasks.archehr.data import load_cases
 from tests.builders import config, program
@@ -133,3 +132,11 @@ def test_mediqa_note_metric_and_gepa_feedback():
     assert mediqa_note_metric(ex, dspy.Prediction(correction=Correction("ms-1", 1, 0, "He takes vancomycin."))) == 0.0
     fb = with_feedback(mediqa_note_metric, describe_mediqa)(ex, dspy.Prediction(correction=no_error("ms-1")))
     assert fb.score == 0.0 and "reference correction is 'He takes vancomycin.'" in fb.feedback
+
+
+def test_optimizer_fit_refuses_a_program_without_a_learned_part_in_one_line():
+    from optimizers.fit_learned import FitLearned
+
+    with pytest.raises(Exception) as err:
+        FitLearned().compile(dspy.Module(), trainset=[])
+    assert "no learned part to fit" in str(err.value) and "\n" not in str(err.value)
