@@ -1,10 +1,5 @@
-"""SARI (Xu et al., 2016), as the official ArchEHR-QA scorer computes it through HF `evaluate`'s "sari".
-
-No maintained offline package ships SARI (`evaluate.load("sari")` downloads its script from the hub), so it
-is implemented here from the definition: n-gram (1-4) F1 of kept n-grams, precision of deleted n-grams and
-F1 of added n-grams, averaged over n and then over the three operations; text is lower-cased and tokenized
-with sacrebleu's 13a tokenizer first. Verified against the published example of the HF metric card.
-"""
+"""SARI (Xu et al., 2016) as HF `evaluate`'s "sari" computes it for the official ArchEHR-QA scorer, written from the
+definition since no offline package ships it; checked against the HF metric card's example."""
 
 from __future__ import annotations
 

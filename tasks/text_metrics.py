@@ -1,8 +1,5 @@
-"""Text-similarity metrics through their libraries, each as the official scorers call them.
-
-A metric whose model cannot be loaded here returns `Unavailable(reason)` instead of a number: we never
-invent a score.
-"""
+"""Text-similarity metrics through their libraries, each as the official scorers call them. A metric whose model
+cannot be loaded here returns `Unavailable(reason)`, never an invented number."""
 
 from __future__ import annotations
 
@@ -21,8 +18,7 @@ class Unavailable:
 
 
 def rouge(references: list[str], predictions: list[str]) -> dict[str, float]:
-    """Mean per-pair ROUGE F1 (0-1), as the official scorer: HF `evaluate`'s rouge on one pair at a time,
-    i.e. `rouge_score` with its default tokenizer and no stemming."""
+    """Mean per-pair ROUGE F1 (0-1), as the official scorer's HF `evaluate` rouge on one pair at a time."""
     from rouge_score import rouge_scorer
 
     scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=False)
@@ -35,8 +31,7 @@ def rouge(references: list[str], predictions: list[str]) -> dict[str, float]:
 
 
 def bleu(references: list[str], predictions: list[str]) -> float:
-    """Mean per-pair BLEU (0-1): 13a tokenization, up to 4-grams, no smoothing, standard brevity penalty
-    (what the official scorer's HF `evaluate` "bleu" computes), via sacrebleu."""
+    """Mean per-pair BLEU (0-1) as the official scorer's HF `evaluate` "bleu" computes it, via sacrebleu."""
     import sacrebleu
 
     scores = [
@@ -47,9 +42,8 @@ def bleu(references: list[str], predictions: list[str]) -> float:
 
 
 def official_bleu_crashes(prediction: str) -> bool:
-    """True where the official scorers' BLEU fails on one pair: HF `evaluate`'s bleu divides by the prediction's
-    length after the 13a tokenizer (tensorflow/nmt `compute_bleu`), and 13a deletes `<skipped>`, so a text with no
-    token left raises ZeroDivisionError there; sacrebleu (used here) scores it 0."""
+    """True where the official scorers' BLEU raises ZeroDivisionError: no token left after the 13a tokenizer (which
+    deletes `<skipped>`); sacrebleu scores it 0."""
     from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
     return not Tokenizer13a()(prediction).split()
@@ -62,7 +56,7 @@ class BertScoreConfig:
     rescale_with_baseline: bool = False
     batch_size: int = 8
     lang: str | None = "en"
-    official: bool = False   # the model and rescaling of the official scorer (comparable to the leaderboard)
+    official: bool = False   # the official scorer's model and rescaling (comparable to the leaderboard)
 
 
 def bertscore_config(node: Any) -> BertScoreConfig | None:
@@ -75,7 +69,7 @@ def bertscore_config(node: Any) -> BertScoreConfig | None:
 
 
 def bertscore(references: list[str], predictions: list[str], cfg: BertScoreConfig) -> float | Unavailable:
-    """Mean BERTScore F1 (0-1) with the configured model; Unavailable when it cannot be loaded here."""
+    """Mean BERTScore F1 (0-1)."""
     scores = bertscore_per_pair(references, predictions, cfg)
     return scores if isinstance(scores, Unavailable) else sum(scores) / len(scores)
 
@@ -85,15 +79,9 @@ def bertscore_per_pair(references: list[str], predictions: list[str], cfg: BertS
     try:
         import bert_score
 
-        kwargs: dict[str, Any] = {
-            "model_type": resolve_model_path(cfg.model_type),
-            "num_layers": cfg.num_layers,
-            "batch_size": cfg.batch_size,
-            "rescale_with_baseline": cfg.rescale_with_baseline,
-            "lang": cfg.lang,
-            "device": "cpu",
-        }
-        _, _, f1 = bert_score.score(predictions, references, **kwargs)
+        _, _, f1 = bert_score.score(predictions, references, model_type=resolve_model_path(cfg.model_type),
+                                    num_layers=cfg.num_layers, batch_size=cfg.batch_size,
+                                    rescale_with_baseline=cfg.rescale_with_baseline, lang=cfg.lang, device="cpu")
         return [float(x) for x in f1]
     except Exception as exc:  # offline hub access, missing baseline file, ...
         return Unavailable(f"bertscore with {cfg.model_type}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")

@@ -1,6 +1,5 @@
-"""Cases written back as the official ArchEHR-QA XML: the numbered notes a run of plain rows used
-(`numbered_cases.xml`), so every cited sentence id can be read back, a key can be written against them, and
-`data.cases=numbered_cases.xml` reruns on exactly the same sentences."""
+"""`numbered_cases.xml`: the numbered notes a run of plain rows used, as official ArchEHR-QA XML, so cited ids can be
+read back, a key written against them, and `data.cases=numbered_cases.xml` reruns on the same sentences."""
 
 from __future__ import annotations
 
@@ -22,8 +21,8 @@ def _comment(text: str) -> ET.Element:
 
 
 def cases_xml(cases: Sequence[Case], cut: Mapping[str, Sequence[Sequence[str]]], source: str, max_chars: int) -> str:
-    """The `<annotations>` document of `cases`; `cut` (case id -> per sentence cut by length, its pieces' ids) becomes
-    a comment in that case."""
+    """The `<annotations>` document of `cases`; each group of `cut` (case id -> ids of a sentence cut by length)
+    becomes a comment in its case."""
     root = ET.Element("annotations")
     root.append(_comment(f"numbered by clinprog from {source}: each note split into sentences by common/note_text"))
     for case in cases:

@@ -1,8 +1,6 @@
 """Load ArchEHR-QA cases (official XML) and keys (official `archehr-qa_key.json`).
 
-Ids stay strings exactly as given (dev notes number sentences from 0 or from 1). Element text is
-surrounded by newlines and indentation in the official files, so every text is stripped.
-"""
+Ids stay strings as given (dev notes number sentences from 0 or from 1); every element text is stripped."""
 
 from __future__ import annotations
 
@@ -128,7 +126,6 @@ def load_cases(path: str | Path) -> list[Case]:
     try:
         root = ET.parse(path).getroot()
     except ET.ParseError as exc:
-        # a .json or .txt file is read as XML too: say which files are read by their suffix
         hint = "" if path.suffix.lower() == ".xml" else \
             f"; a {path.suffix or 'suffix-less'} file is read as XML: cases are .xml, or plain rows .jsonl or .csv"
         raise ArchEHRDataError(f"{path}: malformed XML ({exc}){hint}") from None
@@ -139,9 +136,8 @@ _DECLARED = re.compile(rb"\s*<\?xml[^>]*?encoding\s*=\s*[\"']([A-Za-z][A-Za-z0-9
 
 
 def decode_xml(data: bytes, where: str = "request") -> str:
-    """The text of an XML file's bytes, decoded as the XML parser decodes `data.cases` (a byte order mark, else the
-    encoding its declaration names, else UTF-8), so an uploaded ISO-8859-1 case reads as the same file does on the
-    command line; bytes that do not decode are one line, never replacement characters."""
+    """`data` decoded as the XML parser decodes `data.cases` (a byte order mark, else the declared encoding, else
+    UTF-8), so an upload reads as the same file does on the command line; undecodable bytes are one error line."""
     declared = _DECLARED.match(data[:300])
     encoding = declared.group(1).decode("ascii") if declared else "utf-8"
     for bom, codec in ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
@@ -193,8 +189,8 @@ def _citations(value: object, ctx: str) -> list[str]:
 
 
 def resolve_key(cases_path: str | Path, key: str | None) -> Path | None:
-    """The key that belongs to `cases_path`: `auto` is `<stem>_key.json` beside it (the official release and the
-    bundled cases are named so) when that file exists; None/"null"/"none" is no key; anything else is a path."""
+    """The key of `cases_path`: `auto` is `<stem>_key.json` beside it when that file exists; None/"null"/"none" is
+    no key; anything else is a path."""
     if key is None or str(key).lower() in ("null", "none", ""):
         return None
     if str(key) == "auto":
@@ -249,8 +245,7 @@ def load_key(path: str | Path) -> dict[str, KeyCase]:
 
 
 def check_key(key: dict[str, KeyCase], cases: list[Case], path: str | Path) -> None:
-    """The key must belong to the cases: the same case ids (cases with a note), and every labelled or cited
-    sentence id must exist in that case's note."""
+    """The key must have the case ids of the cases with a note, and only sentence ids of that case's note."""
     by_id = {c.case_id: c for c in cases}
     with_note = {c.case_id for c in cases if c.sentences}
     extra = sorted(set(key) - set(by_id))
@@ -275,9 +270,8 @@ def _id_order(sid: str) -> tuple[int, str]:
 
 
 def load_question_pairs(path: str | Path) -> list[Case]:
-    """Consumer health questions with experts' short questions (JSON lines `{id, question, summary}`: MeQSum,
-    MEDIQA-QS) as note-less cases: the question is the narrative, the summary the reference. Ids are prefixed with
-    the file's stem, so two sets never share an id."""
+    """Question pairs (JSON lines `{id, question, summary}`: MeQSum, MEDIQA-QS) as note-less cases: the question is
+    the narrative, the summary the reference; ids get the file's stem as prefix, so two sets never share one."""
     path = Path(path)
     if path.is_dir():
         raise ArchEHRDataError(f"{path}: a folder, not a file of question pairs (name the .jsonl file itself)")
@@ -298,7 +292,6 @@ def load_question_pairs(path: str | Path) -> list[Case]:
             row = json_input.loads(line)
             qid, question, summary = str(row["id"]), str(row["question"]), str(row["summary"])
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            # the one JSON-lines format of data.train / data.val: say so, for a compile of another part (the judge)
             raise ArchEHRDataError(f"{path}:{n}: not a {{id, question, summary}} JSON line ({type(exc).__name__}); "
                                    "JSON lines in data.train / data.val are question pairs, which train the question "
                                    "stage only: the other learned parts train on ArchEHR XML cases with a key") from None

@@ -1,9 +1,6 @@
-"""ArchEHR cases from a plain table (`data.cases=notes.jsonl|notes.csv`): one row per case with `id`, `message` (the
-patient's words) and `note` (free text); optional `patient_question` (the key phrases, one per line), `clinician_question`
-(as the XML's <clinician_question>) and `answer` (a clinician's answer whose sentences Subtask 4 aligns, as the XML's
-<answer_sentences>). The note and the answer are split into sentences numbered from 1 by the splitter the page uses
-(common/note_text.split_note: one per line, a line of several split at sentence ends), so a note written one sentence
-per line keeps exactly its lines (`split: lines`: each line is one sentence, as given); a sentence over
+"""ArchEHR cases from a plain table (`data.cases=notes.jsonl|notes.csv`): one row per case with `id`, `message` and
+`note`; optional `patient_question` (key phrases, one a line), `clinician_question` and `answer` (aligned by Subtask 4).
+Note and answer are split into sentences numbered from 1 by common/note_text, as the page splits them; a sentence over
 `max_sentence_chars` is cut by length, and the cases say which."""
 
 from __future__ import annotations

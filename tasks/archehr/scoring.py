@@ -1,19 +1,14 @@
-"""Scorers equivalent to the official ArchEHR-QA 2026 evaluation scripts (leaderboard values, 0-100).
+"""Scorers equal to the official ArchEHR-QA 2026 evaluation scripts (leaderboard values, 0-100).
 
-- Subtask 1: ROUGE (rouge1/2/L/Lsum), BERTScore, AlignScore, MEDCON; overall = mean(alignscore, rougeLsum,
-  medcon, bertscore).
-- Subtask 2: strict and lenient P/R/F1, micro and macro; empty prediction and empty gold -> 1.0; either empty
-  alone -> 0.0; lenient drops supplementary predictions and scores against essential. overall = strict micro F1.
-- Subtask 3: BLEU, ROUGE, SARI (source = patient narrative), BERTScore, AlignScore, MEDCON; overall = mean of
-  bleu, rougeLsum, sari, bertscore, alignscore, medcon.
-- Subtask 4: micro/macro P/R/F1 over (answer_id, evidence_id) links; a case with no predicted (or gold)
-  links scores 0 precision (recall); overall = micro F1.
-Where a metric cannot be computed here, its value is None, `unavailable` says why, and the overall is the
-mean of the available components, with the missing ones named in `overall_missing`.
+Overall scores: Subtask 1 mean(alignscore, rougeLsum, medcon, bertscore); Subtask 2 strict micro F1; Subtask 3 mean of
+bleu, rougeLsum, sari (source = patient narrative), bertscore, alignscore, medcon; Subtask 4 micro F1 of
+(answer_id, evidence_id) links. A metric that cannot be computed here is None, `unavailable` says why, and the overall
+is the mean of the rest, which `overall_missing` names.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from statistics import mean
 from typing import Any
@@ -36,24 +31,24 @@ class MetricsConfig:
     unavailable: dict[str, str] = field(default_factory=dict)
 
 
-def _prf(tp: int, n_pred: int, n_gold: int) -> tuple[float, float, float]:
+def prf(tp: int, n_pred: int, n_gold: int) -> tuple[float, float, float]:
     p = tp / n_pred if n_pred else 0.0
     r = tp / n_gold if n_gold else 0.0
     return p, r, (2 * p * r / (p + r) if p + r else 0.0)
 
 
 def _case_prf_st2(pred: set[str], gold: set[str]) -> tuple[float, float, float]:
+    """Both empty: 1; either empty alone: 0 (the official Subtask 2 rule)."""
     if not pred and not gold:
         return 1.0, 1.0, 1.0
     if not pred or not gold:
         return 0.0, 0.0, 0.0
-    return _prf(len(pred & gold), len(pred), len(gold))
+    return prf(len(pred & gold), len(pred), len(gold))
 
 
 def official_prediction(text: str, max_words: int, case_id: str, subtask: str) -> str:
-    """As the official loaders: strip; an empty prediction is rejected; only a text over `max_words` is cut and
-    re-joined with single spaces, so a shorter text keeps its newlines (ROUGE-Lsum splits sentences on them and the
-    13a tokenizer joins "follow-\nup")."""
+    """As the official loaders: stripped, refused when empty; only a text over `max_words` is cut and re-joined with
+    single spaces, so a shorter one keeps its newlines (ROUGE-Lsum splits sentences on them)."""
     text = text.strip()
     if not text:
         raise SubmissionError(f"{subtask}, case {case_id}: empty prediction")
@@ -63,17 +58,14 @@ def official_prediction(text: str, max_words: int, case_id: str, subtask: str) -
 
 def entries_of(predictions: dict[str, Any]) -> list[tuple[str, Any]]:
     """Every (case_id, prediction) to score: a read submission file's entries, duplicates included (the official
-    scripts score each entry of the file), else the dict's items."""
+    scripts score each entry), else the dict's items."""
     entries = getattr(predictions, "entries", None)
     return list(entries) if entries is not None else list(predictions.items())
 
 
 def duplicate_note(predictions: dict[str, Any]) -> list[str]:
     """The note a subtask's scores carry when a case id appears twice in its file (scored twice, as official)."""
-    counts: dict[str, int] = {}
-    for cid, _ in entries_of(predictions):
-        counts[cid] = counts.get(cid, 0) + 1
-    dupes = {cid: n for cid, n in counts.items() if n > 1}
+    dupes = {cid: n for cid, n in Counter(cid for cid, _ in entries_of(predictions)).items() if n > 1}
     if not dupes:
         return []
     listed = ", ".join(f"{cid} ({n} times)" for cid, n in dupes.items())
@@ -91,15 +83,22 @@ def bleu_crash_note(ids: list[str], predictions: list[str], what: str) -> list[s
             "clinprog scores that BLEU 0"]
 
 
-def _check_case_ids(submitted: set[str], expected: set[str], subtask: str) -> None:
+def with_notes(values: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """`values` with `notes` (where clinprog and the official script part), when there are any."""
+    if notes:
+        values["notes"] = notes
+    return values
+
+
+def check_case_ids(submitted: set[str], expected: set[str], subtask: str = "") -> None:
     if submitted != expected:
         missing, extra = sorted(expected - submitted), sorted(submitted - expected)
-        raise SubmissionError(f"{subtask}: case ids in key but not in submission: {missing}; "
+        raise SubmissionError(f"{subtask}{': ' if subtask else ''}case ids in key but not in submission: {missing}; "
                               f"in submission but not in key: {extra}")
 
 
 def score_subtask2(predictions: dict[str, list[str]], key: dict[str, KeyCase]) -> dict[str, float]:
-    _check_case_ids(set(predictions), set(key), "subtask 2")
+    check_case_ids(set(predictions), set(key), "subtask 2")
     out: dict[str, Any] = {}
     for mode in ("strict", "lenient"):
         per_case, tp, n_pred, n_gold = [], 0, 0, 0
@@ -114,18 +113,16 @@ def score_subtask2(predictions: dict[str, list[str]], key: dict[str, KeyCase]) -
                 pred = pred - kc.supplementary
             per_case.append(_case_prf_st2(pred, gold))
             tp, n_pred, n_gold = tp + len(pred & gold), n_pred + len(pred), n_gold + len(gold)
-        micro = (1.0, 1.0, 1.0) if n_pred == 0 and n_gold == 0 else _prf(tp, n_pred, n_gold)
+        micro = (1.0, 1.0, 1.0) if n_pred == 0 and n_gold == 0 else prf(tp, n_pred, n_gold)
         for name, i in (("precision", 0), ("recall", 1), ("f1", 2)):
             out[f"{mode}_macro_{name}"] = 100 * mean(c[i] for c in per_case)
             out[f"{mode}_micro_{name}"] = 100 * micro[i]
     out["overall_score"] = out["strict_micro_f1"]
-    if duplicate_note(predictions):
-        out["notes"] = duplicate_note(predictions)
-    return out
+    return with_notes(out, duplicate_note(predictions))
 
 
 def score_subtask4(predictions: dict[str, list[dict[str, Any]]], key: dict[str, KeyCase]) -> dict[str, float]:
-    _check_case_ids(set(predictions), set(key), "subtask 4")
+    check_case_ids(set(predictions), set(key), "subtask 4")
     per_case, tp, n_pred, n_gold = [], 0, 0, 0
     for cid, alignment in entries_of(predictions):
         kc = key[cid]
@@ -141,17 +138,15 @@ def score_subtask4(predictions: dict[str, list[dict[str, Any]]], key: dict[str, 
                     raise SubmissionError(f"subtask 4, case {cid}: invalid evidence_id {eid!r}")
                 pred.add((aid, eid))
         hits = len(pred & gold)
-        per_case.append(_prf(hits, len(pred), len(gold)))
+        per_case.append(prf(hits, len(pred), len(gold)))
         tp, n_pred, n_gold = tp + hits, n_pred + len(pred), n_gold + len(gold)
-    micro = _prf(tp, n_pred, n_gold)
+    micro = prf(tp, n_pred, n_gold)
     out = {}
     for name, i in (("precision", 0), ("recall", 1), ("f1", 2)):
         out[f"micro_{name}"] = 100 * micro[i]
         out[f"macro_{name}"] = 100 * mean(c[i] for c in per_case) if per_case else 0.0
     out["overall_score"] = out["micro_f1"]
-    if duplicate_note(predictions):
-        out["notes"] = duplicate_note(predictions)
-    return out
+    return with_notes(out, duplicate_note(predictions))
 
 
 def model_metrics(references: list[str], predictions: list[str], cfg: MetricsConfig) -> tuple[dict, dict]:
@@ -182,7 +177,7 @@ def overall_of(values: dict[str, float | None], components: list[str]) -> tuple[
 
 def score_subtask1(predictions: dict[str, str], cases: list[Case], cfg: MetricsConfig) -> dict[str, Any]:
     refs_by_id = {c.case_id: c.clinician_question for c in cases if c.clinician_question}
-    _check_case_ids(set(predictions), set(refs_by_id), "subtask 1")
+    check_case_ids(set(predictions), set(refs_by_id), "subtask 1")
     entries = entries_of(predictions)
     refs = [refs_by_id[i] for i, _ in entries]
     preds = [official_prediction(text, 15, i, "subtask 1") for i, text in entries]
@@ -191,14 +186,12 @@ def score_subtask1(predictions: dict[str, str], cases: list[Case], cfg: MetricsC
     values.update(model_values)
     values["overall_score"], values["overall_missing"] = overall_of(values, ["alignscore", "rougeLsum", "medcon", "bertscore"])
     values["unavailable"] = unavailable
-    if duplicate_note(predictions):
-        values["notes"] = duplicate_note(predictions)
-    return values
+    return with_notes(values, duplicate_note(predictions))
 
 
 def score_subtask3(predictions: dict[str, str], key: dict[str, KeyCase], cases: list[Case], cfg: MetricsConfig) -> dict[str, Any]:
     refs_by_id = {cid: kc.answer_without_citations for cid, kc in key.items() if kc.answer_without_citations}
-    _check_case_ids(set(predictions), set(refs_by_id), "subtask 3")
+    check_case_ids(set(predictions), set(refs_by_id), "subtask 3")
     sources = {c.case_id: c.patient_narrative for c in cases}
     entries = entries_of(predictions)
     ids = [i for i, _ in entries]
@@ -212,7 +205,4 @@ def score_subtask3(predictions: dict[str, str], key: dict[str, KeyCase], cases: 
     values["overall_score"], values["overall_missing"] = overall_of(
         values, ["bleu", "rougeLsum", "sari", "bertscore", "alignscore", "medcon"])
     values["unavailable"] = unavailable
-    notes = duplicate_note(predictions) + bleu_crash_note(ids, preds, "subtask 3 answer")
-    if notes:
-        values["notes"] = notes
-    return values
+    return with_notes(values, duplicate_note(predictions) + bleu_crash_note(ids, preds, "subtask 3 answer"))

@@ -13,18 +13,12 @@ SUBMISSION_FILES = {st: f"submission_subtask_{st}.json" for st in (1, 2, 3, 4)}
 
 
 class SubmittedPredictions(dict):
-    """{case_id: prediction} of a submission file (the last entry of a case id), plus `entries`: every
-    (case_id, prediction) in file order. A case id written twice is scored twice, as the official scripts do
-    (they loop over the file's entries); the scorers use `entries`."""
+    """{case_id: prediction} of a submission file, plus `entries`: every (case_id, prediction) in file order, which
+    the scorers use (the official scripts score a case id written twice twice)."""
 
     def __init__(self, entries: list[tuple[str, Any]]) -> None:
         super().__init__(entries)
         self.entries = entries
-
-    def duplicates(self) -> list[str]:
-        """Case ids that appear more than once, in first-seen order."""
-        seen: set[str] = set()
-        return list(dict.fromkeys(cid for cid, _ in self.entries if cid in seen or seen.add(cid)))
 
 
 def submissions_from_records(records: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
@@ -55,9 +49,8 @@ def write_submissions(records: list[dict[str, Any]], out_dir: str | Path) -> dic
 
 
 def read_submission(path: str | Path, subtask: int) -> SubmittedPredictions:
-    """Read an official submission file into {case_id: prediction} (every entry kept, see SubmittedPredictions),
-    validating its shape. A case id that is not a JSON string fails the file, as in the official scripts (their
-    ids never equal the key's string ids, so the subtask stops with a ValueError)."""
+    """An official submission file, its shape checked. A case id that is not a JSON string fails the file, as in the
+    official scripts (it never equals the key's string ids)."""
     path = Path(path)
     try:
         items = json_input.loads(path.read_text(encoding="utf-8"))

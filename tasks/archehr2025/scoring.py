@@ -1,19 +1,11 @@
 """Scores equal to the official ArchEHR-QA 2025 `scoring.py` (soni-sarvesh/archehr-qa @ 771b948), 0-100.
 
-Factuality: per case, the union of cited ids against the essential (strict) or essential + supplementary
-(lenient) sentences; micro (pooled tp/fp/fn) and macro (mean of per-case P, R, F1) with zero guards;
-overall_factuality_score = strict micro F1.
-Relevance: ONE pair per case, the whole answer against `narrative + "\\n\\n" + clinician question + "\\n\\n" +
-essential sentences joined by "\\n"` (not the cited sentences; SARI: source = narrative + question, reference =
-the essential sentences); BLEU, ROUGE, SARI, BERTScore, AlignScore, MEDCON averaged over cases;
-overall_relevance_score = mean(alignscore, rougeLsum, bleu, medcon, bertscore, sari) over what is available here;
-overall_score = mean(factuality, relevance).
-The official script orders the essential sentences by iterating a Python set (the order, and so BLEU, ROUGE-2/L and
-SARI, change with PYTHONHASHSEED); this scorer uses document order, the one reproducible choice.
-The official loader looks sentence texts up by `case.findall(".//sentence")`: in a 2026-layout file the
-`<answer_sentences>` (after the note) overwrite note sentences with the same id, so its essential text is partly
-the clinician's answer. This scorer uses the note sentences; `official_sentence_lookup=True`
-(`data.official_sentence_lookup=true`) reproduces the official lookup.
+Factuality: the union of each answer's cited ids against the essential (strict) or essential + supplementary
+(lenient) sentences. Relevance: one pair per case, the answer against narrative, clinician question and essential
+sentences (SARI: source = narrative + question, reference = the essential sentences). overall_score = mean(factuality,
+relevance). Two official quirks are not copied by default: the essential sentences' order (a Python set's, so it
+changes with PYTHONHASHSEED; here document order) and the `.//sentence` lookup, where a 2026-layout file's
+`<answer_sentences>` overwrite note sentences of the same id (`data.official_sentence_lookup=true` reproduces it).
 """
 
 from __future__ import annotations
@@ -23,21 +15,12 @@ from statistics import mean
 from typing import Any
 
 from tasks.archehr.data import Case, KeyCase
-from tasks.archehr.scoring import MetricsConfig, SubmissionError, bleu_crash_note, model_metrics, overall_of
+from tasks.archehr.scoring import MetricsConfig, SubmissionError, bleu_crash_note, check_case_ids, model_metrics, overall_of, prf
 from tasks.archehr2025.submission import parse_answer
 from tasks.sari import sari
 from tasks.text_metrics import bleu, rouge
 
 RELEVANCE = ["alignscore", "rougeLsum", "bleu", "medcon", "bertscore", "sari"]
-
-
-def _ratio(a: int, b: int) -> float:
-    return a / b if b else 0.0
-
-
-def _prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
-    p, r = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
-    return p, r, (2 * p * r / (p + r) if p + r else 0.0)
 
 
 def factuality(entries: list[tuple[str, frozenset[str]]], key: dict[str, KeyCase]) -> dict[str, float]:
@@ -46,10 +29,10 @@ def factuality(entries: list[tuple[str, frozenset[str]]], key: dict[str, KeyCase
         per_case, total = [], Counter()
         for cid, cited in entries:
             gold = {sid for sid, rel in key[cid].relevance.items() if rel in allowed}
-            tp, fp, fn = len(gold & cited), len(cited - gold), len(gold - cited)
-            per_case.append(_prf(tp, fp, fn))
-            total.update(tp=tp, fp=fp, fn=fn)
-        micro = _prf(total["tp"], total["fp"], total["fn"])
+            counts = {"tp": len(gold & cited), "pred": len(cited), "gold": len(gold)}
+            per_case.append(prf(counts["tp"], counts["pred"], counts["gold"]))
+            total.update(counts)
+        micro = prf(total["tp"], total["pred"], total["gold"])
         for name, i in (("precision", 0), ("recall", 1), ("f1", 2)):
             out[f"{mode}_macro_{name}"] = 100 * mean(c[i] for c in per_case)
             out[f"{mode}_micro_{name}"] = 100 * micro[i]
@@ -58,9 +41,8 @@ def factuality(entries: list[tuple[str, frozenset[str]]], key: dict[str, KeyCase
 
 
 def sentence_texts(case: Case, official_lookup: bool) -> dict[str, str]:
-    """{sentence id: text} for the essential-sentence reference: the note's sentences, or with `official_lookup`
-    what the official loader's `.//sentence` map holds (in the 2026 layout the answer sentences come after the
-    note, so an answer sentence's text replaces the note sentence with its id)."""
+    """{sentence id: text} of the note, or with `official_lookup` the official loader's `.//sentence` map (answer
+    sentences, after the note, replace note sentences of the same id)."""
     texts = {s.id: s.text for s in case.sentences}
     if official_lookup:
         texts.update({a.id: a.text for a in case.answer_sentences})
@@ -83,13 +65,9 @@ def lookup_note(cases: list[Case], key: dict[str, KeyCase], official_lookup: boo
 
 def score(submission: list[tuple[str, str]], key: dict[str, KeyCase], cases: list[Case],
           cfg: MetricsConfig, official_sentence_lookup: bool = False) -> dict[str, Any]:
-    """Official 2025 leaderboard values for `submission` ([(case_id, answer)], duplicates scored twice as the
-    official script does) against `key` and the cases' narratives, questions and note sentences (or, with
-    `official_sentence_lookup`, the official loader's `.//sentence` texts)."""
-    submitted, expected = {cid for cid, _ in submission}, set(key)
-    if submitted != expected:
-        raise SubmissionError(f"case ids in key but not in submission: {sorted(expected - submitted)}; "
-                              f"in submission but not in key: {sorted(submitted - expected)}")
+    """Official 2025 leaderboard values for `submission` ([(case_id, answer)]; a duplicate is scored twice, as
+    official)."""
+    check_case_ids({cid for cid, _ in submission}, set(key))
     parsed = [(cid, parse_answer(answer)) for cid, answer in submission]
     uncited = [cid for cid, p in parsed if not p.citations]
     if uncited:  # the official script stops with an AssertionError here

@@ -1,15 +1,5 @@
-"""The official 2025 submission: `submission.json` = `[{"case_id", "answer"}]`, one answer sentence per line, each
-ending with the note sentence ids it cites in pipes (`... surgical intervention. |1|` or `|2,3|`), <= 75 words.
-
-`parse_answer` reads an answer exactly as the official `scoring.py` (soni-sarvesh/archehr-qa @ 771b948,
-`load_submission`) does, quirks included, so the scores equal the official ones:
-- sentences are the lines of the answer (blank lines skipped); nothing else splits them;
-- citations are `line.rsplit("|", 2)`: only the LAST `|...|` group of a line counts, text after it is dropped,
-  ids are comma-split and NOT stripped (`|4, 5|` cites "4" and " 5"), empty ids are dropped, unknown ids are
-  ordinary false positives;
-- a sentence gets a final "." unless it ends in . ! or ?; the relevance text is the non-empty sentences joined by
-  one space, cut to 75 words split on " " (citations of every line still count).
-"""
+"""The official 2025 submission: `submission.json` = `[{"case_id", "answer"}]`, one answer sentence a line, each
+ending with the note sentence ids it cites in pipes (`... surgical intervention. |1|` or `|2,3|`), <= 75 words."""
 
 from __future__ import annotations
 
@@ -33,6 +23,9 @@ class ParsedAnswer:
 
 
 def parse_answer(answer: str, max_words: int = MAX_WORDS) -> ParsedAnswer:
+    """`answer` as the official `load_submission` (soni-sarvesh/archehr-qa @ 771b948) reads it, quirks included: only
+    a line's last `|...|` group cites, text after it is dropped; ids are comma-split, not stripped (`|4, 5|` cites
+    " 5"); a sentence gets a final "." unless it ends in . ! or ?; the text is cut to 75 words split on " "."""
     sentences: list[tuple[str, tuple[str, ...]]] = []
     for line in answer.strip().split("\n"):
         if not line.strip():
@@ -70,9 +63,8 @@ def write_submission(records: list[dict[str, Any]], out_dir: str | Path) -> Path
 
 
 def read_submission(path: str | Path) -> list[tuple[str, str]]:
-    """`submission.json` (or a folder holding it) -> [(case_id, answer)] in file order; one error line for a wrong
-    shape. A case answered twice stays twice: the official script scores both entries (as for 2026's repeated case
-    ids: docs/metric-fidelity.md)."""
+    """`submission.json` (or a folder holding it) -> [(case_id, answer)] in file order, a case answered twice twice
+    (the official script scores both); one error line for a wrong shape."""
     path = Path(path)
     if path.is_dir():
         path = path / SUBMISSION_FILE

@@ -22,14 +22,12 @@ class MediqaDataError(ClinprogError, ValueError):
     """Malformed MEDIQA-CORR input; the message names the file, the row and the column."""
 
 
-# the text id of the official scorer's line pattern (submission.LINE is built on it): the one id rule for a run's
-# notes and a request's, checked before any model call
+# the text id of the official scorer's line pattern (submission.LINE): the id rule for a run's notes and a request's
 TEXT_ID = re.compile(r"[a-z0-9\-]+")
 
 
 def text_id_problem(text_id: str) -> str | None:
-    """Why `text_id` cannot name a note (the official scorer skips a line whose id is outside [a-z0-9-]+, so its
-    prediction would be lost), saying what to use instead; None when it can."""
+    """Why `text_id` cannot name a note (the official scorer would skip its line) and what to use; None when it can."""
     if TEXT_ID.fullmatch(text_id):
         return None
     suggestion = re.sub(r"-+", "-", re.sub(r"[^a-z0-9]", "-", text_id.lower())).strip("-") or "note-1"
@@ -79,8 +77,7 @@ def parse_sentences(cell: str, where: str) -> tuple[tuple[str, str], ...]:
         if match:
             out.append((match.group(1), match.group(2)))
         elif out:
-            # Lab tables split oddly ("14 Leukocyte count 11,100/mm3" / "Serum"): a line without an id
-            # continues the previous sentence, whose id stays as given.
+            # a line without an id continues the previous sentence (lab tables: "14 Leukocyte count 11,100/mm3" / "Serum")
             sid, text = out[-1]
             out[-1] = (sid, f"{text} {line.strip()}")
         else:
@@ -131,8 +128,7 @@ def load_notes(path: str | Path, limit: int | None = None) -> list[Note]:
                     flag = _int(row["Error Flag"], where, "Error Flag")
                     if flag not in (0, 1):
                         raise MediqaDataError(f"{where}: 'Error Flag' must be 0 or 1, not {flag}")
-                    # Kept raw, as the official scorer keeps it (trailing whitespace and newlines change its ROUGE);
-                    # releases write "NA" or leave the cell empty for no correction (pandas reads both as NaN).
+                    # kept raw, as the official scorer keeps it (whitespace changes its ROUGE); "NA" or empty is none
                     raw = row.get("Corrected Sentence") or ""
                     corrected = None if raw.strip() in ("", "NA") else raw
                     kwargs = {

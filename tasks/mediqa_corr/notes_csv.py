@@ -1,6 +1,5 @@
-"""Notes written back as a MEDEC CSV (`Text ID`, `Text`, `Sentences`: one "<id> <sentence>" per line): the numbered
-notes a run of plain notes used (`numbered_notes.csv`), read back by tasks/mediqa_corr/data.load_notes, so a flagged
-sentence id can be looked up and `data.path=numbered_notes.csv` reruns on the same sentences."""
+"""`numbered_notes.csv`: the numbered notes a run of plain notes used, as a MEDEC CSV, so a flagged sentence id can be
+looked up and `data.path=numbered_notes.csv` reruns on the same sentences."""
 
 from __future__ import annotations
 

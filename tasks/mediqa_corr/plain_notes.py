@@ -1,9 +1,6 @@
-"""MEDIQA-CORR notes from plain inputs (`data.path=`): a JSON lines or CSV table with `id` and `note` (free text),
-or a folder of `.txt` files (one note each, the file name without `.txt` as its id). Each note is split into sentences
-numbered from 0, as MEDEC numbers them, by the splitter the page uses (common/note_text.split_note; `split: lines`
-takes each line as one); a sentence over `max_sentence_chars` is cut by length and the notes say which. An id must be
-one the official scorer reads (tasks/mediqa_corr/data.text_id_problem). A CSV with MEDEC's `Text ID` column is
-MEDEC's own format (tasks/mediqa_corr/data.py) and is not read here."""
+"""MEDIQA-CORR notes from plain inputs (`data.path=`): a JSON lines or CSV table with `id` and `note`, or a folder of
+`.txt` files (the file name is the id). Notes are split into sentences numbered from 0, as MEDEC numbers them, by
+common/note_text; a CSV with MEDEC's `Text ID` column is MEDEC's own format (tasks/mediqa_corr/data.py)."""
 
 from __future__ import annotations
 
@@ -72,7 +69,7 @@ def load_plain_notes(path: str | Path, settings: Mapping[str, Any], limit_notes:
 
 def _note(row: Row, max_chars: int, max_sentences: int, knob: str, split: str) -> tuple[Note, list[list[str]]]:
     text_id, text = row.values["id"], row.values["note"]
-    problem = text_id_problem(text_id)  # the API's rule too (serve_schemas): refused before any model call
+    problem = text_id_problem(text_id)
     if problem:
         raise PlainInputError(f"{row.where}: {printable(problem, limit=None)}")
     texts, groups = numbered_note(text, max_chars, split)

@@ -1,13 +1,9 @@
-"""Metrics equivalent to the official MEDIQA-CORR 2024 script (`mediqa-corr-2024-eval-script-2-all-metrics`).
+"""Metrics equal to the official MEDIQA-CORR 2024 script (`mediqa-corr-2024-eval-script-2-all-metrics`).
 
-- Error flag accuracy and error sentence accuracy over the reference texts (a missing prediction is wrong).
-- Corrections: the reference is "NA" when the text has no error; a prediction with flag 0 is "NA".
-  Both "NA" -> 1; exactly one "NA" -> 0; otherwise the metric of the pair. Composite = (sum over text pairs +
-  number of correct NA) / number of texts, for ROUGE-1/2/L F (the `rouge` package, as the official script),
-  BERTScore F1 and BLEURT (both clipped to [0, 1]); AggregateC = the same composite over the per-pair mean of the
-  available metrics.
-- BERTScore: official `microsoft/deberta-xlarge-mnli` rescaled with baseline (needs the hub); offline a configured
-  local model, named in the output. BLEURT: a configured BLEURT checkpoint with the `bleurt` package, else unavailable.
+Flag and sentence accuracy over the reference texts (a missing prediction is wrong). Corrections: NA/NA scores 1, one
+NA 0, else the metric of the pair; each composite is (sum over pairs + correct NA) / texts, for ROUGE-1/2/L F (the
+`rouge` package), BERTScore F1 and BLEURT (clipped to [0, 1]); AggregateC averages the available metrics per pair.
+BERTScore is rescaled `microsoft/deberta-xlarge-mnli` officially (needs the hub), else a configured local model.
 """
 
 from __future__ import annotations
@@ -145,11 +141,7 @@ def score(notes: list[Note], predictions: dict[str, Correction], cfg: CorrMetric
             result["BERTC"] = (sum(clipped) + correct_na) / total
             components.append(clipped)
 
-    if not cfg.bleurt_checkpoint:
-        bl: list[float] | Unavailable = Unavailable(
-            "BLEURT needs a BLEURT-20 checkpoint (metrics.bleurt_checkpoint) and the bleurt package")
-    else:
-        bl = _bleurt(refs, preds, cfg.bleurt_checkpoint) if preds else []
+    bl = _bleurt(refs, preds, cfg.bleurt_checkpoint) if preds or not cfg.bleurt_checkpoint else []
     if isinstance(bl, Unavailable):
         result["BLEURTC"], unavailable["bleurt"] = None, bl.reason
     else:

@@ -18,11 +18,10 @@ class Correction:
     flag: int
     sentence_id: int
     corrected: str  # "NA" when flag == 0
-    # The fields as written in a submission file: the official scorer compares strings ("01" is not "1").
+    # as written in a submission file: the official scorer compares strings ("01" is not "1")
     flag_text: str | None = None
     sentence_id_text: str | None = None
-    # Why the official scorer stops on this line (a backslash sequence Python's re rejects), None when it reads it.
-    official_crash: str | None = None
+    official_crash: str | None = None  # why the official scorer stops on this line (see official_escapes)
 
     @property
     def flag_as_written(self) -> str:
@@ -35,8 +34,7 @@ class Correction:
     def line(self) -> str:
         if self.flag == 0:
             return f"{self.text_id} 0 -1 NA"
-        # backslashes doubled: the official parser reads a line as a re template (see official_escapes), so the
-        # correction reads back as written instead of crashing it (`mg\\kg`) or turning `\\n` into a space
+        # backslashes doubled: the official parser reads a line as a re template (see official_escapes)
         sentence = " ".join(self.corrected.split()).replace("\\", "\\\\")
         return f'{self.text_id} 1 {self.sentence_id} "{sentence}"'
 
@@ -56,16 +54,14 @@ def write_submission(corrections: list[Correction], path: str | Path) -> Path:
 
 
 def official_lines(text: str) -> list[str]:
-    """The lines of a submission as the official scorer reads them (`open(path).readlines()`: universal newlines),
-    split at \\n, \\r\\n and \\r only; U+2028, U+0085 and the other separators `str.splitlines` knows stay inside
-    a line (and later count as whitespace between words)."""
+    """The lines as the official scorer reads them (universal newlines): split at \\n, \\r\\n and \\r only, so
+    U+2028, U+0085 and the other separators `str.splitlines` knows stay inside a line."""
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
 def read_submission(path: str | Path, invalid: list[str] | None = None) -> dict[str, Correction]:
-    """Parse a submission as the official scorer does: a line that fails its pattern is skipped (and appended to
-    `invalid` as `file:line: text`), quotes are stripped, flag and sentence id stay as written for the string
-    comparison, flag "0" means NA; a later line of the same text id wins."""
+    """A submission as the official scorer parses it: a line that fails its pattern is skipped (and appended to
+    `invalid` as `file:line: text`); a later line of the same text id wins."""
     path = Path(path)
     if not path.is_file():
         raise MediqaDataError(f"{path}: no such submission file")
@@ -88,9 +84,8 @@ def read_submission(path: str | Path, invalid: list[str] | None = None) -> dict[
 
 def official_escapes(line: str) -> tuple[str, str | None]:
     """The official parser hands each line to `re.sub` as the replacement template (its arguments are swapped), so
-    Python's template escapes apply: `\\n`, `\\t` become whitespace, `\\\\` one backslash, and a sequence Python
-    rejects (`\\k`, `\\1`) stops the official script with re.error. Returns (the line as it reads it, None), or
-    (the line unchanged, why the official scorer crashes)."""
+    Python's template escapes apply (`\\n` is whitespace) and one it rejects (`\\k`, `\\1`) stops it with re.error.
+    Returns (the line as it reads it, None), or (the line unchanged, why the official scorer crashes)."""
     if "\\" not in line:
         return line, None
     try:
@@ -100,7 +95,7 @@ def official_escapes(line: str) -> tuple[str, str | None]:
 
 
 def parse_line(raw: str) -> Correction | None:
-    """One submission line as the official scorer reads it; None when it fails the official pattern."""
+    """One line as the official scorer reads it (quotes stripped, flag "0" is NA); None when it fails its pattern."""
     line = raw.strip()
     if not LINE.fullmatch(line):
         return None

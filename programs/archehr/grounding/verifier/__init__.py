@@ -1,1 +1,0 @@
-"""The learned grounding verifier: training pairs (perturb, pairs), features, weights and the module (issue #37)."""
