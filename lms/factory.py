@@ -1,8 +1,5 @@
-"""Build `dspy.LM` objects from the Hydra `lm` config group.
-
-Each `conf/lm/*.yaml` names a builder in `client._target_`; `build_lm` instantiates it. Builders fail
-early, with one `LMConfigError` line, on a missing key, an unreachable server or a missing model file.
-"""
+"""Build `dspy.LM` objects from the Hydra `lm` config group: each `conf/lm/*.yaml` names a builder in `client._target_`.
+Builders fail early, with one `LMConfigError` line, on a missing key, an unreachable server or a missing model file."""
 
 from __future__ import annotations
 
@@ -94,9 +91,8 @@ def gemini_lm(
 
 
 class DataOnlyLM(dspy.LM):
-    """A `dspy.LM` whose prompts carry no control-token strings: a chat server (llama.cpp's, vLLM) renders the turns
-    into one string and tokenizes it with special tokens recognised, so a patient's `<|im_end|>` or `[INST]` would
-    be read as the template's own. Every text part of every message is passed through `strip_control_tokens`."""
+    """A `dspy.LM` whose prompts carry no control-token strings: a chat server tokenizes the rendered turns with
+    special tokens recognised, so a patient's `<|im_end|>` or `[INST]` would be read as the template's own."""
 
     @staticmethod
     def _data_only(messages: Any) -> Any:
@@ -145,34 +141,24 @@ SERVER_STRUCTURED_OUTPUT = {"llamacpp": "json_object_schema", "vllm": "json_sche
                             "ollama": "json_schema"}
 
 
-def server_models(api_base: str, timeout: float = 3.0) -> list[str] | None:
-    """The model ids a server lists at /models, or None when it cannot be asked (no such endpoint, no JSON).
-    A server busy generating may answer slowly: a timeout here is reported as busy, not dead."""
-    url = api_base.rstrip("/") + "/models"
+def check_server(api_base: str, model: str | None = None, timeout: float = 3.0) -> None:
+    """Fail fast, before any case runs: no server answers, or its /models list does not hold `model`. A server that
+    answers without a list (401, 404, no JSON) or too slowly (busy generating for another request) passes."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - user-configured local URL
+        with urllib.request.urlopen(api_base.rstrip("/") + "/models", timeout=timeout) as response:  # noqa: S310
             data = json.loads(response.read().decode("utf-8"))
-        return [str(m.get("id")) for m in data.get("data", []) if isinstance(m, dict)]
-    except urllib.error.HTTPError:
-        return None  # the server answered (e.g. 401/404): reachable, no model list
-    except TimeoutError:
-        return None  # reachable but busy (a one-slot server generating for another request)
+        models = [str(m.get("id")) for m in data.get("data", []) if isinstance(m, dict)]
+    except (urllib.error.HTTPError, TimeoutError, ValueError):
+        return
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         if isinstance(reason, TimeoutError) or "timed out" in str(reason):
-            return None
+            return
         raise LMConfigError(
             f"lm=openai_compatible: no server answers at {api_base} ({reason}); start one, e.g. "
             "`python -m llama_cpp.server --model M.gguf --logits_all false` or `vllm serve M`, "
             "then set lm.client.api_base"
         ) from None
-    except ValueError:
-        return None
-
-
-def check_server(api_base: str, model: str | None = None, timeout: float = 3.0) -> None:
-    """Fail fast, before any case runs: no server answers, or it does not serve `model` (the list is printed)."""
-    models = server_models(api_base, timeout)
     if model is not None and models and model not in models:
         raise LMConfigError(f"lm=openai_compatible: the server at {api_base} does not serve model {model!r}; it "
                             f"serves {models} (set lm.client.model)")
@@ -201,8 +187,7 @@ def openai_compatible_lm(
     from lms.openai_compatible_engine import OpenAICompatibleEngine
 
     api_key = (os.environ.get(api_key_env) if api_key_env else None) or "not-needed"
-    # one POST per attempt (lms/openai_compatible_engine.py: `max_tokens`, the response format the server takes);
-    # `timeout` bounds each request, DSPy retries a timeout, a refused connection, 429 and 5xx with backoff
+    # `timeout` bounds each POST; DSPy retries a timeout, a refused connection, 429 and 5xx with backoff
     engine = OpenAICompatibleEngine(model, api_base, api_key=api_key, timeout=timeout, structured_output=mode)
     lm = DataOnlyLM(f"openai/{model}", engine=engine, temperature=temperature, max_tokens=max_tokens,
                     num_retries=num_retries, cache=cache)

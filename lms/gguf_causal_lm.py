@@ -1,6 +1,5 @@
-"""A small GGUF model as the learned question stage uses it: through transformers (dequantised to fp32) to train an
-adapter, through llama.cpp with the adapter merged in (`gguf_merge.py`) to run it. The shipped GGUF stays the base;
-the stage's state holds only the adapter. Prompts are built by hand (the GGUF's chat template adds a system prompt).
+"""A small GGUF model as the learned question stage uses it: through transformers (fp32) to train an adapter, through
+llama.cpp with the adapter merged in (`gguf_merge.py`) to run it. The stage's state holds only the adapter.
 One loaded llama.cpp model per (base, adapter) in this process, one generation at a time on it."""
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from common.files import file_version
+from lms.errors import LMConfigError
 from lms.factory import assemble_packaged_model, resolve_packaged_file
 from lms.model_cache import merge_cache_dir
 
@@ -35,8 +35,6 @@ class BaseModel:
         if self.model_path:
             path = Path(self.model_path)
             if not path.is_file():
-                from lms.factory import LMConfigError
-
                 raise LMConfigError(f"model_path={path}: no such GGUF file")
             return path
         if self.package and self.file == _ASSEMBLED.get(self.package):
@@ -49,14 +47,12 @@ class BaseModel:
 
 @functools.lru_cache(maxsize=4)
 def _assembled(package: str) -> Path:
-    """A GGUF shipped in chunks, joined into ~/.cache on first use (the package checks its sha256 on each call:
-    once per process here)."""
+    """A GGUF shipped in chunks, joined on first use (the package checks its sha256 on each call: once per process)."""
     return assemble_packaged_model(package)
 
 
 @functools.lru_cache(maxsize=8)
 def _architecture(path: str, size: int, mtime_ns: int) -> str:
-    from lms.factory import LMConfigError
     from lms.gguf_merge import read_architecture
 
     try:
@@ -88,9 +84,8 @@ def load_base(base: BaseModel, threads: int = 2) -> tuple[Any, Any]:
 
 @contextlib.contextmanager
 def _one_gguf_parse():
-    """transformers parses a GGUF base three times in one load (config, tokenizer, weights) and rebuilds gguf's
-    tensor-name table per module; within this block each file is parsed and each table built once (the loaded
-    weights and tokenizer equal bit for bit; a SmolLM2 load took 9.7 instead of 24.9 CPU-s)."""
+    """Within this block each GGUF is parsed and each gguf tensor-name table built once (transformers parses a base
+    three times per load), with the same weights and tokenizer: a SmolLM2 load took 9.7 instead of 24.9 CPU-s."""
     import gguf
 
     reader_class, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
@@ -111,17 +106,15 @@ def _one_gguf_parse():
 
 def merged_llama(base: BaseModel, adapter_id: str, tensors: dict[str, tuple[Any, Any]], scale: float,
                  n_ctx: int = 64) -> tuple[Any, threading.Lock]:
-    """(llama.cpp model of base + adapter, its lock), built once per process for each (base, adapter id).
-    Its own context only tokenizes (generation runs on `batch_decoder`'s, whose threads are set at each prompt),
-    hence the small `n_ctx`."""
+    """(llama.cpp model of base + adapter, its lock), built once per process for each (base, adapter id). Its own
+    context only tokenizes (generation runs on `batch_decoder`'s), hence the small `n_ctx`."""
     from llama_cpp import Llama
 
     key = (str(base.path()), adapter_id)
     with _LOCK:
         if key not in _LOADED:
             path = merged_model(base, adapter_id, tensors, scale)
-            # swa_full=False: a sliding-window model (Gemma 3) otherwise warns on stderr at each context; these
-            # contexts are far shorter than its window, so the cache holds the same cells either way
+            # swa_full=False: no stderr warning from a sliding-window model; these contexts are shorter than its window
             llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=1, n_batch=256,
                         logits_all=False, verbose=False, seed=0, swa_full=False)
             _LOADED[key] = (llm, threading.Lock())
@@ -132,7 +125,6 @@ def merged_model(base: BaseModel, adapter_id: str, tensors: dict[str, tuple[Any,
     """The merged GGUF's path; an adapter that does not fit its base, or a cache that cannot hold the file, is one
     line (a `LearnedStateError` or an `LMConfigError`), and leaves no partial file."""
     from common.parameters import LearnedStateError
-    from lms.factory import LMConfigError
     from lms.gguf_merge import merged_gguf
 
     cache = merge_cache_dir()
@@ -149,8 +141,8 @@ _DECODERS: dict[int, Any] = {}
 
 
 def batch_decoder(llm: Any, n_seq: int, n_ctx: int) -> Any:
-    """The `BatchDecoder` of a loaded model with room for `n_seq` sequences in `n_ctx` tokens: one per model, made
-    again (larger) when a caller needs more. Call under the model's lock."""
+    """The `BatchDecoder` of a loaded model with room for `n_seq` sequences in `n_ctx` tokens, made again (larger)
+    when a caller needs more. Call under the model's lock."""
     from lms.llama_batch import BatchDecoder
 
     decoder = _DECODERS.get(id(llm))

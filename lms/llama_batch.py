@@ -1,13 +1,10 @@
 """Several continuations of one prompt decoded together on a llama.cpp context of their own.
 
-The prompt is read once into sequence 0 and shared with the others (the unified KV cache tags the same cells with
-each sequence id); each step evaluates one token of every unfinished sequence in one batch (5 sequences on 2 cores:
-~2.5x one token, not 5x).
-
+The prompt is read once into sequence 0 and shared with the others through the unified KV cache; each step evaluates
+one token of every unfinished sequence in one batch (5 sequences on 2 cores: ~2.5x one token, not 5x).
 Deterministic: each prompt starts from an empty cache and is read in the same chunks, so its logits depend on the
-prompt alone (reusing the previous prompt's prefix made them depend on what the process decoded before). The one
-thing kept is a saved copy of one prefix's cells (`start(prefix=...)`), always read alone into an empty cache and
-copied back into the same cells. Owned by one loaded model (`gguf_causal_lm.merged_llama`) and used under its lock."""
+prompt alone; a saved prefix (`start(prefix=...)`) is always read alone into an empty cache and copied back.
+Owned by one loaded model (`gguf_causal_lm.merged_llama`) and used under its lock."""
 
 from __future__ import annotations
 
@@ -37,9 +34,8 @@ class BatchDecoder:
         params.n_ctx, params.n_batch, params.n_ubatch = n_ctx, _BATCH, _BATCH
         params.n_seq_max, params.kv_unified = n_seq, True
         params.swa_full = False  # no stderr warning for a sliding-window model; the window exceeds these contexts
-        # the CPU's flash attention splits a token's cached keys over the threads and adds the parts up, so the
-        # logits changed with the thread count (11 of 26 messages got other candidates on 1 thread than on 2); the
-        # plain attention computes each output on one thread: the same on any number of threads
+        # the CPU's flash attention sums a token's keys in per-thread parts, so logits changed with the thread count;
+        # the plain attention computes each output on one thread
         params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
         self.threads = max(1, int(threads))
         params.n_threads = params.n_threads_batch = self.threads
@@ -96,16 +92,15 @@ class BatchDecoder:
 
     def start(self, tokens: list[int], n_seq: int, threads: int | None = None, prefix: int = 0) -> np.ndarray:
         """Read `tokens` as the prompt of sequences 0..n_seq-1; the logits of the next token (the same for all).
-        `threads`: for this prompt and its steps (common/cpu.py; the results do not depend on it). `prefix`: how
-        many leading tokens every prompt of this kind shares (the instruction): always read as a batch of their own
-        into an empty cache, so their cells are the same bytes whether read now or restored from the first time."""
+        `threads`: for this prompt and its steps (the results do not depend on it). `prefix`: how many leading tokens
+        every prompt of this kind shares (the instruction): read alone into an empty cache, saved and restored."""
         if not tokens or n_seq > self.n_seq or not 0 <= prefix < len(tokens):
             raise BatchDecodeError(f"a prompt of {len(tokens)} tokens (prefix {prefix}) for {n_seq} of {self.n_seq} "
                                    "sequences")
         if threads is not None:
             self.threads = max(1, int(threads))
             self._api.llama_set_n_threads(self.ctx, self.threads, self.threads)
-        self._api.llama_memory_clear(self.memory, True)  # nothing of an earlier prompt: see the module's docstring
+        self._api.llama_memory_clear(self.memory, True)
         if prefix:
             self._restore_prefix(tokens[:prefix])
         self._read(tokens[prefix:], prefix, last_logits=True)

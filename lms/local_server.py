@@ -32,10 +32,8 @@ def free_port() -> int:
 
 
 def server_command(port: int, threads: int = 2) -> list[str]:
-    """The command docs/lm-backends.md shows ("Local LM servers"; the tests start exactly this, with one llama.cpp
-    thread where CLINPROG_LLAMA_THREADS=1: its threads wait for each other at every operation, so 2 on cores shared
-    with other work slow everything down). `--n_threads_batch` too: the server reads prompts on its own thread count,
-    all the CPUs unless told, whatever `--n_threads` says, and reading prompts is most of an ArchEHR call's work."""
+    """The command docs/lm-backends.md shows. `--n_threads_batch` too: the server reads prompts, most of an ArchEHR
+    call's work, on all the CPUs unless told, whatever `--n_threads` says."""
     return [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()), "--model_alias", MODEL_ALIAS,
             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "8192", "--n_threads", str(threads),
             "--n_threads_batch", str(threads), "--logits_all", "false"]

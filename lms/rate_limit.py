@@ -1,9 +1,6 @@
 """Client-side rate limits for API backends: at most `rpm` requests and `tpm` tokens per rolling minute, shared by
-every thread of the run (parallel cases stay under a provider's quota instead of collecting 429s and retries).
-
-A DSPy callback: `on_lm_start` waits until the request fits (its tokens estimated at 4 characters per token before
-the call), `on_lm_end` books the tokens the provider reported. Cache hits never reach `on_lm_start`'s wait in a
-way that matters: they are counted like requests, a conservative choice."""
+every thread of the run, so parallel cases stay under a provider's quota instead of collecting 429s.
+A DSPy callback: `on_lm_start` waits until the request fits. Cache hits are counted like requests (conservative)."""
 
 from __future__ import annotations
 
