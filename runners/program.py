@@ -22,9 +22,8 @@ from common.prediction_log import PredictionLog
 from common.program_state import fitted_knobs
 from common.run_folder import RunFolder
 from lms.describe import backend_name
-from runners.dspy_setup import configure_dspy
+from runners.dspy_setup import build_predictor, built_by_workers, configure_dspy
 from runners.executors import executor_for
-from runners.executors.predictor import build_predictor, built_by_workers
 from runners.executors.resumable import Interrupted, run_resumable
 from runners.shards import select_shard
 
@@ -146,9 +145,9 @@ def run(cfg: DictConfig) -> float | None:
         predict = built_by_workers if getattr(executor, "builds_own_program", False) else build_predictor(cfg, contract, roles)
         predictions = PredictionLog(folder.predictions, contract.record_id, contract.record_problem)
         try:
-            done = run_resumable(inputs.items, contract.item_id, predict, predictions,
+            done = run_resumable(inputs.items, contract.item_id, predict, predictions, executor,
                                  num_threads=int(cfg.lm.get("num_threads", 1)) if roles else 1,
-                                 progress=cfg.progress, unit=contract.unit, executor=executor)
+                                 progress=cfg.progress, unit=contract.unit)
         except Interrupted as exc:
             line = f"interrupted: {exc.saved} {contract.unit}s saved in {out}; rerun the same command to resume"
             print(line, file=sys.stderr)

@@ -68,7 +68,7 @@ class WorkersBuildTheirOwn:
 
     def run(self, todo, run_one, save, num_threads):
         from common.contract import contract_for
-        from runners.executors.predictor import build_predictor
+        from runners.dspy_setup import build_predictor
 
         WorkersBuildTheirOwn.seen.append(run_one)
         contract = contract_for(self.cfg)
@@ -79,7 +79,7 @@ class WorkersBuildTheirOwn:
 
 def test_an_executor_whose_workers_build_the_program_gets_none_from_the_driver(tmp_path, monkeypatch):
     import runners.program
-    from runners.executors.predictor import built_by_workers
+    from runners.dspy_setup import built_by_workers
 
     def no_build_in_the_driver(*args, **kwargs):
         raise AssertionError("the driver built the program")

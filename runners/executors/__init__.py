@@ -4,14 +4,28 @@ lock and every output are the same whichever executor ran the items."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
 from hydra.utils import get_class
 from omegaconf import DictConfig
 
 from common.errors import ConfigError, import_failure
 from common.settings import executor_settings, executor_target
-from runners.executors.base import Executor, Save
 
-__all__ = ["Executor", "Save", "executor_for"]
+Save = Callable[[Any, dict[str, Any]], None]
+
+
+class Executor(Protocol):
+    """Built by `executor_for` as `cls(cfg=<the run's config>, unit=<"case", "note", ...>, **<executor.* settings>)`."""
+
+    # True where the workers build the program from the config themselves (Ray): the driver then builds none and
+    # passes a `run_one` that is never called
+    builds_own_program: bool
+
+    def run(self, todo: Sequence[Any], run_one: Callable[[Any], dict[str, Any]], save: Save, num_threads: int) -> None:
+        """Run every item of `todo`, calling `save(item, record)` in this process as each one finishes (any order).
+        Ctrl-C stops the work and re-raises KeyboardInterrupt; an item's own error propagates unchanged."""
 
 
 def executor_for(cfg: DictConfig, unit: str = "item") -> Executor:

@@ -6,24 +6,23 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any
 
-from runners.executors.base import Save
+from runners.executors import Save
 
 
 class LocalExecutor:
     builds_own_program = False  # the driver's predictor runs the items
 
     def __init__(self, cfg: Any = None, unit: str = "item") -> None:
-        """Nothing to set up: the driver's own predictor runs the items (the config and unit are not needed)."""
+        pass
 
     def run(self, todo: Sequence[Any], run_one: Callable[[Any], dict[str, Any]], save: Save, num_threads: int) -> None:
-        if num_threads <= 1:
-            for item in todo:
-                save(item, run_one(item))
-            return
-
         def one(item: Any) -> None:
             save(item, run_one(item))  # in the worker thread: a record is on disk as soon as its item finishes
 
+        if num_threads <= 1:
+            for item in todo:
+                one(item)
+            return
         pool = ThreadPoolExecutor(num_threads)
         try:
             pending = {pool.submit(one, item) for item in todo}

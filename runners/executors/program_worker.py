@@ -1,7 +1,5 @@
-"""The body of one Ray worker (an actor): it builds the run's program once, from the same resolved config the driver
-runs with (runners/executors/predictor.py, as the driver's run() does for a local run; under Ray the driver builds
-none), then predicts one item per call and returns the record. It writes nothing: the driver appends the records to
-the run's predictions.jsonl."""
+"""One Ray worker (an actor): it builds the run's program once from the driver's resolved config
+(runners/dspy_setup.py), then predicts one item per call and returns the record; the driver writes them."""
 
 from __future__ import annotations
 
@@ -18,8 +16,8 @@ from lms.rate_limit import request_tokens
 
 class RemoteRateLimiter(BaseCallback):
     """`lm.rate_limit` for a whole Ray run: every LM request of every worker first books its place with the run's one
-    limiter, a `lms.rate_limit.RateLimiter` actor. The actor never blocks: it answers 0 or how long to wait, and this
-    callback sleeps that long and asks again; one clock (the actor's) decides, so workers on different machines agree."""
+    `RateLimiter` actor, which answers how long to wait (0: go). One clock decides, so workers on different machines
+    agree."""
 
     def __init__(self, actor: Any) -> None:
         self.actor = actor
@@ -34,32 +32,30 @@ class RemoteRateLimiter(BaseCallback):
 
 class ProgramWorker:
     def __init__(self, config: dict[str, Any], cwd: str, limiter: Any = None) -> None:
-        # Building waits for the first call (ready() or run()), so creating the actor returns at once.
+        # built on the first call (ready() or run()), so creating the actor returns at once
         self._config, self._cwd, self._limiter = config, cwd, limiter
         self._predict = None
         self._building = threading.Lock()  # lm.num_threads > 1: the first calls arrive together
 
     def _build(self) -> None:
         with self._building:
-            if self._predict is None:
-                self._predict = self._program()
+            if self._predict is not None:
+                return
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            if os.path.isdir(self._cwd):  # relative data paths resolve as on the driver (a local Ray, a shared disk)
+                os.chdir(self._cwd)
+            from omegaconf import OmegaConf
 
-    def _program(self) -> Any:
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        if os.path.isdir(self._cwd):  # relative data paths resolve as on the driver (a local Ray, a shared filesystem)
-            os.chdir(self._cwd)
-        from omegaconf import OmegaConf
+            from common.contract import contract_for
+            from common.logs import quiet_third_party
+            from runners.dspy_setup import build_predictor
 
-        from common.contract import contract_for
-        from common.logs import quiet_third_party
-        from runners.executors.predictor import build_predictor
-
-        cfg = OmegaConf.create(self._config)
-        quiet_third_party(bool(cfg.get("verbose")))
-        contract = contract_for(cfg)
-        roles = contract.lm_roles(cfg)  # the driver already chose the stages (an LM or the no-LM ones)
-        limiter = RemoteRateLimiter(self._limiter) if self._limiter is not None else None
-        return build_predictor(cfg, contract, roles, rate_limiter=limiter)
+            cfg = OmegaConf.create(self._config)
+            quiet_third_party(bool(cfg.get("verbose")))
+            contract = contract_for(cfg)
+            roles = contract.lm_roles(cfg)  # the driver already chose the stages (an LM or the no-LM ones)
+            limiter = RemoteRateLimiter(self._limiter) if self._limiter is not None else None
+            self._predict = build_predictor(cfg, contract, roles, rate_limiter=limiter)
 
     def ready(self) -> dict[str, Any]:
         """Build now (a bad config or a missing model fails before any item) and say where this worker runs."""

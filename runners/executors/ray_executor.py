@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from common.errors import ClinprogError, ConfigError
 from common.settings import RaySettings, settings
-from runners.executors.base import Save
+from runners.executors import Save
 
 log = logging.getLogger(__name__)
 REPLACEMENTS = 1  # a worker that dies is replaced once; its in-flight items are re-queued once
@@ -40,22 +40,12 @@ class Slot:
 
 
 def ray_settings(**given: Any) -> dict[str, Any]:
-    """executor.* of executor=ray, checked by its schema (common/settings.py): a value that cannot work is one error
-    line naming the key."""
+    """executor.* of executor=ray, checked by its schema (common/settings.py)."""
     return settings({"executor": given}, "executor", RaySettings).model_dump()
 
 
-def import_ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError('executor=ray needs Ray: pip install -e ".[ray]"') from None
-    return ray
-
-
 class RayExecutor:
-    # each worker builds the program (ProgramWorker); a bad config or a dead LM server fails in the workers' ready(),
-    # as the same one line, so the driver neither loads the models nor imports their libraries
+    # each worker builds the program (a bad config or a dead LM server fails in its ready(), as the same one line)
     builds_own_program = True
 
     def __init__(self, cfg: DictConfig, unit: str = "item", **settings: Any) -> None:
@@ -122,7 +112,10 @@ class RayExecutor:
     # --- the items ----------------------------------------------------------------------------------------------
     def run(self, todo: Sequence[Any], run_one: Callable[[Any], dict[str, Any]], save: Save, num_threads: int) -> None:
         """`run_one` is the driver's own and is not used: every worker builds its program from the config."""
-        ray = import_ray()
+        try:
+            import ray
+        except ImportError:
+            raise ConfigError('executor=ray needs Ray: pip install -e ".[ray]"') from None
         started = self._connect(ray)
         slots: list[Slot] = []
         limiter = None
@@ -130,8 +123,7 @@ class RayExecutor:
             slots, limiter, new_worker = self._start_workers(ray, num_threads)
             self._dispatch(ray, slots, new_worker, list(todo), save, depth=max(1, num_threads) + 1)
         finally:
-            # Ctrl-C or an error: this run's work stops on the cluster too. A terminal's Ctrl-C reaches a local
-            # Ray's own processes as well; whatever is already gone must not hide why the run stopped.
+            # Ctrl-C or an error: this run's work stops on the cluster too; what is already gone must not hide why
             for actor in [s.actor for s in slots] + ([limiter] if limiter is not None else []):
                 with contextlib.suppress(Exception):
                     ray.kill(actor, no_restart=True)
@@ -154,8 +146,7 @@ class RayExecutor:
                     slot.busy += 1
             if not in_flight:
                 break
-            # a bounded wait: Ctrl-C is raised only when the wait returns to Python, and rate-limited workers may
-            # not finish anything for a minute
+            # bounded: Ctrl-C is raised only when the wait returns to Python
             ready, _ = ray.wait([*in_flight, *starting], num_returns=1, timeout=0.5)
             for ref in ready:
                 if ref in starting:  # a replacement came up (or failed: its items fail too and are handled there)

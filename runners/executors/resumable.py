@@ -1,5 +1,5 @@
-"""The resumable item loop every program run shares: each item's record is appended as soon as it finishes, a rerun
-resumes, and where the items run is an executor's choice (runners/executors: local threads or Ray workers)."""
+"""The resumable item loop every program run shares: each item's record is appended as soon as it finishes and a
+rerun resumes; where the items run is the executor's choice."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from common.logs import printable
 from common.prediction_log import PredictionLog
-from runners.executors.base import Executor
+from runners.executors import Executor
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -27,15 +27,11 @@ class Interrupted(Exception):
 
 
 def run_resumable(items: Sequence[T], key: Callable[[T], str], run_one: Callable[[T], dict[str, Any]],
-                  log_file: PredictionLog, *, num_threads: int = 1, progress: bool = True,
-                  unit: str = "item", executor: Executor | None = None) -> dict[str, dict[str, Any]]:
-    """Run every item not yet in `log_file`, appending each record as soon as it finishes (a rerun resumes);
-    returns the records of all items, in input order. API backends run `num_threads` items in parallel.
-    `executor` says where the items run (runners/executors: local threads by default, or Ray workers that build
-    their own `run_one`); the records always come back here and are appended to this one file.
-    Ctrl-C raises `Interrupted` once the items in flight are abandoned; what was appended stays."""
-    from runners.executors.local import LocalExecutor
-
+                  log_file: PredictionLog, executor: Executor, *, num_threads: int, progress: bool,
+                  unit: str) -> dict[str, dict[str, Any]]:
+    """Run every item not yet in `log_file` on `executor`, appending each record here as soon as it finishes (a rerun
+    resumes); returns the records of all items, in input order. Ctrl-C raises `Interrupted` once the items in flight
+    are abandoned; what was appended stays."""
     done = log_file.read()
     todo = [item for item in items if key(item) not in done]
     if len(todo) < len(items):
@@ -55,7 +51,7 @@ def run_resumable(items: Sequence[T], key: Callable[[T], str], run_one: Callable
             bar.update()
 
     try:
-        (executor or LocalExecutor()).run(todo, run_one, save, num_threads)
+        executor.run(todo, run_one, save, num_threads)
     except KeyboardInterrupt:
         raise Interrupted(len(log_file.read())) from None
     finally:
