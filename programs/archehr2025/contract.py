@@ -69,11 +69,11 @@ class ArchEHR2025Contract(ArchEHRContract):
         print(", ".join(f"{k}={scores[k]:.2f}" if scores.get(k) is not None else f"{k}=n/a" for k in keys))
         if scores.get("overall_relevance_missing"):
             print(f"  unavailable here: {', '.join(scores['overall_relevance_missing'])} (relevance averages the rest)")
-        for note in scores.get("notes") or []:  # where clinprog and the official script part (tasks/archehr2025)
+        for note in scores.get("notes") or []:
             print(f"  note: {note}")
 
     def report(self, cfg: DictConfig, usage: dict[str, Any], scores: dict[str, Any] | None) -> str:
-        text = report_markdown(cfg, usage, None, scored_below=True)  # the 2025 scores follow, in their own scale
+        text = report_markdown(cfg, usage, None, scored_below=True)
         if scores and "invalid" not in scores:
             text += "\n## Scores (official 2025 leaderboard scale, 0-100)\n\n" + "\n".join(
                 f"- {k}: {scores[k]:.2f}" for k in ("overall_factuality_score", "overall_relevance_score",

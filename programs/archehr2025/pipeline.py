@@ -1,9 +1,5 @@
-"""ArchEHR-QA 2025: (clinician question) -> evidence -> answer -> alignment of the answer's own sentences ->
-one answer, a sentence a line, each ending with the note sentence ids that support it (`|4,5|`).
-
-The 2026 stages unchanged; only the output is composed differently. The 2025 cases give the clinician question,
-so stage 1 runs only when a case lacks one (`use_given_question`).
-"""
+"""ArchEHR-QA 2025: the 2026 stages, composed into one answer, a sentence a line, each ending with the note sentence
+ids that support it (`|4,5|`). The 2025 cases give the clinician question: stage 1 runs only for a case without one."""
 
 from __future__ import annotations
 
@@ -11,6 +7,7 @@ from dataclasses import replace
 
 import dspy
 
+from common.errors import ConfigError
 from common.usage import UsageLedger
 from programs.archehr.pipeline import ArchEHRCascade
 from programs.archehr.stages import AlignmentStage, AnswerStage, EvidenceStage, QuestionStage
@@ -26,8 +23,6 @@ class CitedAnswerCascade(ArchEHRCascade):
         super().__init__(question=question, evidence=evidence, answer=answer, alignment=alignment,
                          no_lm_fallbacks=no_lm_fallbacks, role_lms=role_lms, grounding=grounding)
         if when_uncited not in ("cite_evidence", "keep"):
-            from common.errors import ConfigError
-
             raise ConfigError(f"program.module.when_uncited must be cite_evidence or keep, not {when_uncited!r}")
         self.use_given_question = use_given_question
         self.when_uncited = when_uncited
@@ -46,8 +41,7 @@ class CitedAnswerCascade(ArchEHRCascade):
         links = {a["answer_id"]: list(a["evidence_id"]) for a in pred.alignment}
         fallbacks = dict(pred.fallbacks)
         if not any(links.values()) and self.when_uncited == "cite_evidence":
-            # The official scorer rejects an answer without any citation: cite the selected evidence (the
-            # sentences the answer was written from) on the first sentence, and say so.
+            # the official scorer rejects an answer without a citation: the first sentence cites the evidence
             first = next(iter(texts), None)
             if first is not None:
                 links[first] = list(pred.evidence_ids)[:3]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from tasks.mediqa_corr.submission import Correction, parse_line, read_submission
 from tasks.text_metrics import bertscore_config
 
 SPLITS = {"run": ("path", "limit"), "train": ("train", "train_limit"), "val": ("val", "val_limit")}
-# What the official script does with ids a submission lacks or adds (and what data.score_only_submitted changes).
+# what the official script does with ids a submission lacks or adds
 MISSING_RULE = {False: "scored as wrong, as the official script does; data.score_only_submitted=true scores only the "
                        "submitted notes, data.limit=N the first N",
                 True: "not scored (data.score_only_submitted=true)"}
@@ -54,9 +55,8 @@ def build_search(cfg: DictConfig):
 
 
 def degenerate_counts(records: list[dict[str, Any]]) -> dict[str, int]:
-    """Notes where a role answered without saying anything usable: every agent step unparsable, every review of a
-    proposal unparsable (scored 1 by rule), or a review panel giving every criterion the same score. Records of the
-    older format (episodes as text) count as nothing."""
+    """Notes where a role said nothing usable: every agent step unparsable, every review of a proposal unparsable
+    (scored 1 by rule), or a panel giving every criterion the same score; older records (text episodes) count none."""
 
     def dicts(value: Any) -> list[dict[str, Any]]:
         return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
@@ -106,9 +106,7 @@ class MediqaCorrContract(ProgramContract[Note]):
         return load_program_state(program, cfg)
 
     def fingerprint_extra(self, cfg: DictConfig) -> dict[str, Any]:
-        # plain notes: how long a sentence may be before it is cut, and how notes split, change the numbered sentences
-        plain = {"plain": plain_fingerprint(cfg.data.get("plain") or {})} \
-            if is_plain_notes(cfg.data.path) else {}
+        plain = {"plain": plain_fingerprint(cfg.data.get("plain") or {})} if is_plain_notes(cfg.data.path) else {}
         if not cfg.program.search.enabled:
             return plain
         return {**plain, "retrieval": {"retriever": OmegaConf.to_container(cfg.retriever, resolve=True),
@@ -140,9 +138,7 @@ class MediqaCorrContract(ProgramContract[Note]):
                 "review_scores": pred.review_scores, "parse_failures": pred.parse_failures,
                 "lm_calls": pred.lm_calls, "usage": pred.usage, "seconds": round(pred.seconds, 3),
                 "reflections": pred.reflections, "repairs": pred.repairs,
-                # the structured agent trace (steps with queries and passages, reviews, decisions, reflexions);
-                # long texts in it are capped at pipeline.TEXT_CAP characters
-                "episodes": pred.episodes}
+                "episodes": pred.episodes}  # the agent trace, long texts capped at pipeline.TEXT_CAP
 
     @staticmethod
     def corrections(records: list[dict[str, Any]]) -> list[Correction]:
@@ -164,18 +160,9 @@ class MediqaCorrContract(ProgramContract[Note]):
             write_text(written[1], notes_csv(inputs.items))
         return written
 
-    @staticmethod
-    def as_scored(records: list[dict[str, Any]]) -> dict[str, Correction]:
-        """The corrections as the official scorer reads them back from the submission lines we write."""
-        parsed = [parse_line(c.line()) for c in MediqaCorrContract.corrections(records)]
-        return {c.text_id: c for c in parsed if c is not None}
-
-    def _metrics_config(self, cfg: DictConfig) -> CorrMetricsConfig:
-        return CorrMetricsConfig(bertscore=bertscore_config(cfg.metrics.get("bertscore")),
-                                 bleurt_checkpoint=cfg.metrics.get("bleurt_checkpoint"))
-
     def _score(self, cfg: DictConfig, notes: list[Note], predictions: dict[str, Correction]) -> dict[str, Any]:
-        scores = score(notes, predictions, self._metrics_config(cfg))
+        scores = score(notes, predictions, CorrMetricsConfig(bertscore=bertscore_config(cfg.metrics.get("bertscore")),
+                                                             bleurt_checkpoint=cfg.metrics.get("bleurt_checkpoint")))
         scores["bertscore_model"] = cfg.metrics.bertscore.model_type if cfg.metrics.get("bertscore") else None
         scores["objective"] = scores["AggregateC"]
         return scores
@@ -183,7 +170,9 @@ class MediqaCorrContract(ProgramContract[Note]):
     def score(self, cfg: DictConfig, inputs: Inputs[Note], records: list[dict[str, Any]]) -> dict[str, Any] | None:
         if not inputs.references["labelled"]:
             return None
-        return self._score(cfg, inputs.items, self.as_scored(records))
+        # scored as the official scorer reads back the submission lines we write
+        parsed = [parse_line(c.line()) for c in self.corrections(records)]
+        return self._score(cfg, inputs.items, {c.text_id: c for c in parsed if c is not None})
 
     def score_files(self, cfg: DictConfig, inputs: Inputs[Note], path: str) -> dict[str, Any]:
         invalid: list[str] = []
@@ -219,10 +208,8 @@ class MediqaCorrContract(ProgramContract[Note]):
     def usage(self, records: list[dict[str, Any]]) -> dict[str, Any]:
         n = max(len(records), 1)
         mean = lambda key: sum(r[key] for r in records) / n  # noqa: E731
-        outcomes: dict[str, int] = {}
-        for r in records:
-            outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
-        # Every LM request the loop makes (cache hits included): steps + reviews + reflexions + the final parse.
+        outcomes = dict(Counter(r["outcome"] for r in records))
+        # every LM request of the loop (cache hits included): steps + reviews + reflexions + the final parse
         requests = [r["react_steps"] + sum(len(s) for s in r["review_scores"]) + r["reflexion_turns"]
                     + (r["outcome"] == "accepted") for r in records]
         stages: dict[str, dict[str, float]] = {}
@@ -233,14 +220,10 @@ class MediqaCorrContract(ProgramContract[Note]):
                     agg[k] += u.get(k, 0) if isinstance(u.get(k, 0), int | float) else 0
         steps = sum(r["react_steps"] for r in records)
         agent = stages.get("agent", {})
-        return {"notes": len(records), "lm_requests_per_note": sum(requests) / n,
-                # what a note costs: per role in total, and the agent per step (one LM call each)
-                "stages": stages,
+        return {"notes": len(records), "lm_requests_per_note": sum(requests) / n, "stages": stages,
                 "input_tokens_per_note": sum(s["input_tokens"] for s in stages.values()) / n,
                 "seconds_per_agent_step": agent.get("seconds", 0.0) / steps if steps else None,
                 "input_tokens_per_agent_step": agent.get("input_tokens", 0) / steps if steps else None,
-                # the documented fallback line (no accepted correction after the last episode: "no error") and
-                # replies that parsed but said nothing
                 "fallbacks": {"no_accepted_answer": outcomes.get("no_error_after_max_episodes", 0)},
                 "degenerate": degenerate_counts(records),
                 "lm_calls_per_note": mean("lm_calls"), "react_steps_per_note": mean("react_steps"),

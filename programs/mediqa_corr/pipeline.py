@@ -16,24 +16,14 @@ from tasks.mediqa_corr.data import Note
 from tasks.mediqa_corr.submission import Correction, no_error
 
 ROLES = ("agent", "evaluator", "reflexion", "parser")
-# Long free texts in predictions.jsonl (thoughts, search results, review reasoning, reflexions) are capped here;
-# the agent itself always reads them whole.
-TEXT_CAP = 2000
+TEXT_CAP = 2000  # characters of a free text in predictions.jsonl (the agent itself reads them whole)
 
 
 class MedReActNMedReFlex(dspy.Module):
     """The agent loop; its four agents are built by Hydra from `conf/program/mediqa_corr.yaml` (`program.module`)."""
 
-    def __init__(
-        self,
-        *,
-        react: MedReAct,
-        evaluator: MedEval,
-        reflexion: MedReFlex,
-        parser: MedFinalParser,
-        max_episodes: int,
-        role_lms: dict[str, dspy.LM] | None = None,
-    ) -> None:
+    def __init__(self, *, react: MedReAct, evaluator: MedEval, reflexion: MedReFlex, parser: MedFinalParser,
+                 max_episodes: int, role_lms: dict[str, dspy.LM] | None = None) -> None:
         super().__init__()
         self.max_episodes = max_episodes
         self.react, self.evaluator, self.reflexion, self.parser = react, evaluator, reflexion, parser
@@ -44,9 +34,7 @@ class MedReActNMedReFlex(dspy.Module):
         ledger = UsageLedger()
         memory: list[str] = []
         trace = {"react_steps": 0, "searches": 0, "reflexion_turns": 0, "review_scores": [], "parse_failures": 0}
-        # The agent trace as data (predictions.jsonl, report.html): per episode its steps (thought, action, query,
-        # passages read), the proposal or no_error, each review, the accept decision and the reflexion.
-        episodes: list[dict] = []
+        episodes: list[dict] = []  # the agent trace of predictions.jsonl and report.html
         result: Correction | None = None
         outcome = "no_error_after_max_episodes"
         for n in range(1, self.max_episodes + 1):

@@ -25,11 +25,8 @@ def cap(text: str, limit: int) -> str:
 
 @dataclass
 class Step:
-    """One ReAct step as it happened: what the agent wrote, what it searched and got back, and why a step failed.
-
-    `text()` is exactly what the agent reads back in its history (unchanged from when steps were kept as strings,
-    so prompts, DSPy cache hits and compiled programs stay valid).
-    """
+    """One ReAct step: what the agent wrote, searched and got back, and why a step failed. `text()` is what the agent
+    reads back in its history: prompts, DSPy cache hits and compiled programs depend on it staying the same."""
 
     n: int
     parsed: bool = True          # False: the model's output could not be parsed (`note` says why)
@@ -141,17 +138,13 @@ class MedReAct(dspy.Module):
     def forward(self, note: Note, reflections: list[str]) -> dspy.Prediction:
         ids = [int(s) for s in note.sentence_ids]
         signature = with_output_schema(self.step.signature, "sentence_id", {"type": "integer", "enum": [-1, *ids]})
-        # Length bounds keep a small model's JSON short enough to finish within max_tokens.
+        # length bounds keep a small model's JSON short enough to finish within max_tokens
         for name, limit in (("observation", 400), ("thought", 400), ("search_query", 160), ("corrected_sentence", 400)):
             signature = with_output_schema(signature, name, {"type": "string", "maxLength": limit})
-        # A step whose search results nobody would read must act: the episode's last step (its results would come
-        # after the agent's last turn) and every step when there is no search tool. A 1.5B model otherwise spent
-        # every step of its one episode searching "not available" and the note got the fallback line; the prompt
-        # is unchanged, only the reply's action is bounded (where the backend decodes to the schema).
-        # What each action's reply may hold, where the backend decodes a grammar: a mistake names a sentence of this
-        # note and a correction; the other actions write -1. The 1.5B model otherwise answered `final_mistake` with
-        # sentence -1 and no correction on every step of 2 of 3 validation notes (an invalid answer, so the
-        # fallback line): the choice of action stays the model's, the fields after it follow from it.
+        # Where the backend decodes a grammar, the fields after the action follow from it: a mistake names a sentence
+        # of this note and a correction, the other actions -1 (a 1.5B model otherwise answered `final_mistake` with
+        # sentence -1 on every step of 2 of 3 validation notes). A step whose search results nobody would read (the
+        # last, or any without a search tool) must act: the 1.5B model otherwise searched until the fallback line.
         variants = {"search": {"search_query": {"minLength": 1}, "sentence_id": {"const": -1},
                                "corrected_sentence": {"maxLength": 0}},
                     "final_mistake": {"search_query": {"maxLength": 0}, "sentence_id": {"enum": ids},
