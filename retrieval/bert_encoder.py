@@ -1,15 +1,9 @@
 """A sentence-transformers BERT model (Transformer -> mean Pooling -> Normalize) run with torch alone.
 
-Why: `import sentence_transformers` pulls in transformers, scikit-learn, scipy and torch's dynamo and distributed
-modules: 7-10 s of CPU on this machine kind before the first sentence, paid by every process that embeds (each
-`main.py`, Ray worker, launcher job, served app). The default embedder (all-MiniLM-L6-v2) needs none of it: a
-6-layer BERT encoder, mean pooling and a unit norm. This module reads the same folder (config.json,
-model.safetensors, tokenizer.json, modules.json, 1_Pooling/config.json) and runs the same torch operations in the
-same order as transformers' BertModel (its "sdpa" attention) and sentence-transformers' modules, so each vector is
-equal bit for bit to the library's (tests/test_bert_encoder.py compares them on hundreds of note sentences, padded
-and alone). A folder of any other layout (another architecture, pooling, a Dense layer, a prompt) is not read here:
-`load_bert_encoder` returns None and the embedder loads it with sentence-transformers as before.
-"""
+`import sentence_transformers` costs 7-10 CPU-s in every process that embeds. The default embedder (all-MiniLM-L6-v2)
+reads the same folder here and runs the same torch operations in the same order as transformers' BertModel ("sdpa"
+attention), so each vector equals the library's bit for bit (tests/test_bert_encoder.py). A folder of any other
+layout is not read here: `load_bert_encoder` returns None and the embedder uses sentence-transformers."""
 
 from __future__ import annotations
 
@@ -39,39 +33,35 @@ def plain_bert_shape(folder: Path) -> BertShape | None:
     """The encoder's shape when `folder` holds a plain BERT + mean-pooling sentence-transformers model, else None
     (anything unexpected in its files, too: the library then reads it)."""
     try:
-        return _plain_bert_shape(folder)
+        modules = json.loads((folder / "modules.json").read_text())
+        config = json.loads((folder / "config.json").read_text())
+        pooling = json.loads((folder / "1_Pooling" / "config.json").read_text())
+        st_config = json.loads((folder / "sentence_bert_config.json").read_text())
+        extra = folder / "config_sentence_transformers.json"
+        prompts = json.loads(extra.read_text()) if extra.exists() else {}
+        types = [m.get("type") for m in modules]
+        normalize = types[2:] == [_NORMALIZE]
+        modes = {k for k, v in pooling.items() if k.startswith("pooling_mode_") and v is True}
+        mean = modes == {"pooling_mode_mean_tokens"} or pooling.get("pooling_mode") in ("mean", ["mean"])
+        if (tuple(types[:2]) != _PLAIN_MODULES or not (len(types) == 2 or normalize)
+                or modules[0].get("path", "") != "" or modules[1].get("path") != "1_Pooling" or not mean
+                or config.get("model_type") != "bert" or config.get("hidden_act") != "gelu"
+                or config.get("position_embedding_type", "absolute") != "absolute" or config.get("is_decoder")
+                or pooling.get("include_prompt", True) is not True
+                or any(prompts.get(k) for k in ("prompts", "default_prompt_name"))
+                or st_config.get("do_lower_case") or not st_config.get("max_seq_length")
+                or not (folder / "model.safetensors").is_file() or not (folder / "tokenizer.json").is_file()):
+            return None
+        hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+        if hidden % heads:
+            return None
+        positions = int(config["max_position_embeddings"])
+        return BertShape(layers=int(config["num_hidden_layers"]), heads=heads, hidden=hidden,
+                         eps=float(config.get("layer_norm_eps", 1e-12)),
+                         max_seq_length=min(int(st_config["max_seq_length"]), positions), positions=positions,
+                         normalize=normalize)
     except (OSError, ValueError, TypeError, KeyError, AttributeError, IndexError):
         return None
-
-
-def _plain_bert_shape(folder: Path) -> BertShape | None:
-    modules = json.loads((folder / "modules.json").read_text())
-    config = json.loads((folder / "config.json").read_text())
-    pooling = json.loads((folder / "1_Pooling" / "config.json").read_text())
-    st_config = json.loads((folder / "sentence_bert_config.json").read_text())
-    extra = folder / "config_sentence_transformers.json"
-    prompts = json.loads(extra.read_text()) if extra.exists() else {}
-    types = [m.get("type") for m in modules]
-    normalize = types[2:] == [_NORMALIZE]
-    modes = {k for k, v in pooling.items() if k.startswith("pooling_mode_") and v is True}
-    mean = modes == {"pooling_mode_mean_tokens"} or pooling.get("pooling_mode") in ("mean", ["mean"])
-    if (tuple(types[:2]) != _PLAIN_MODULES or not (len(types) == 2 or normalize)
-            or modules[0].get("path", "") != "" or modules[1].get("path") != "1_Pooling" or not mean
-            or config.get("model_type") != "bert" or config.get("hidden_act") != "gelu"
-            or config.get("position_embedding_type", "absolute") != "absolute" or config.get("is_decoder")
-            or pooling.get("include_prompt", True) is not True
-            or any(prompts.get(k) for k in ("prompts", "default_prompt_name"))
-            or st_config.get("do_lower_case") or not st_config.get("max_seq_length")
-            or not (folder / "model.safetensors").is_file() or not (folder / "tokenizer.json").is_file()):
-        return None
-    hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
-    if hidden % heads:
-        return None
-    positions = int(config["max_position_embeddings"])
-    return BertShape(layers=int(config["num_hidden_layers"]), heads=heads, hidden=hidden,
-                     eps=float(config.get("layer_norm_eps", 1e-12)),
-                     max_seq_length=min(int(st_config["max_seq_length"]), positions), positions=positions,
-                     normalize=normalize)
 
 
 class BertTokenizer:
@@ -85,10 +75,8 @@ class BertTokenizer:
         self.pad_id = self._tokenizer.token_to_id("[PAD]") or 0
 
     def _truncating(self, max_length: int) -> Any:
-        """The folder's tokenizer cutting texts to `max_length` tokens, one per length: its settings are set once
-        (a fast tokenizer whose settings change per call is not safe to share between threads). Not padded (padded
-        here, to a width given per call); the special tokens are kept and the text cut, as transformers'
-        truncation="longest_first" does."""
+        """The folder's tokenizer cutting texts to `max_length` tokens as transformers' truncation="longest_first",
+        unpadded, one per length: a fast tokenizer whose settings change per call is not safe to share between threads."""
         with self._lock:
             tokenizer = self._by_length.get(max_length)
             if tokenizer is None:
@@ -106,8 +94,7 @@ class BertTokenizer:
 
     def encode(self, texts: list[str], width: int | None = None, max_length: int | None = None) -> dict[str, Any]:
         """input_ids, token_type_ids, attention_mask (int64 tensors) of `texts` truncated to `max_length` tokens
-        (None: the model's max_seq_length) and padded to `width` (None: to the longest; a text longer than `width`
-        is a ValueError)."""
+        (None: the model's max_seq_length) and padded to `width` (None: to the longest)."""
         import torch
 
         tokenizer = self._truncating(max_length) if max_length else self._tokenizer
@@ -124,8 +111,7 @@ class BertTokenizer:
 
     def __call__(self, text: str, return_tensors: str = "pt", truncation: bool = True,
                  max_length: int | None = None) -> dict[str, Any]:
-        """transformers' call shape for one text (torch tensors, truncated to `max_length`: the model's
-        max_seq_length when None)."""
+        """transformers' call shape for one text."""
         if return_tensors != "pt" or not truncation:
             raise ValueError("this tokenizer returns truncated torch tensors only")
         return self.encode([text], max_length=max_length)

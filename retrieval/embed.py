@@ -18,10 +18,9 @@ from retrieval.passage import RetrievalError
 _SHARED_BATCH = 16  # rows per batch whatever the thread count
 _BUCKET = 16  # tokens: a text is padded to its own length rounded up to this (see Embedder._vectors)
 
-# The process's loaded models and vector caches, one per model setting, shared by every Embedder built with it: a
-# multirun's jobs in one process (Hydra's basic launcher), the serving app's per-request twin and the tests' in-process
-# runs each built an Embedder that loaded the weights again and embedded the same note sentences again. A vector is a
-# function of its text alone (`_vectors`), so sharing the cache cannot make a result depend on what ran before.
+# The process's loaded models and vector caches, one per model setting, shared by every Embedder built with it (a
+# multirun's jobs, the serving app's per-request twin). A vector is a function of its text alone (`_vectors`), so
+# sharing the cache cannot make a result depend on what ran before.
 _SHARED_LOCK = threading.Lock()
 _TOKENIZING = threading.Lock()  # a shared model's tokenizer, whose padding is set per call, serves one caller at a time
 _MODELS: dict[tuple[Any, ...], Any] = {}
@@ -65,8 +64,7 @@ class Embedder:
                 (model, document_model, truncate_dim, max_seq_length, device), (OrderedDict(), threading.Lock()))
 
     def __deepcopy__(self, memo: dict) -> Embedder:
-        """The loaded model is a shared runtime resource, not program state: a copied program (an optimizer's
-        student.deepcopy()) shares it."""
+        """The loaded model is a shared runtime resource, not program state: a copied program shares it."""
         return self
 
     @property
@@ -87,10 +85,8 @@ class Embedder:
         return model
 
     def _load_model(self, name: str):
-        """A plain BERT + mean-pooling folder on the CPU (the default all-MiniLM-L6-v2) runs with torch alone
-        (retrieval/bert_encoder.py: the same vectors bit for bit, without the ~7-10 s of importing
-        sentence-transformers in every process); any other model, a hub name or another device through
-        sentence-transformers."""
+        """A plain BERT + mean-pooling folder on the CPU runs with torch alone (retrieval/bert_encoder.py); any other
+        model, a hub name or another device through sentence-transformers."""
         try:
             path = resolve_model_path(name)
             if self.device == "cpu":
@@ -117,8 +113,8 @@ class Embedder:
         return self._doc_model if documents and self.document_model_name else self._model
 
     def warm_up(self) -> None:
-        """Load the model and run one batch now, whatever the caches hold (a server's first request should not pay
-        for torch's import and the weights)."""
+        """Load the model and run one batch now, whatever the caches hold: a server's first request should not pay
+        for it."""
         self._vectors(self._load(), ["warm up"])
 
     @property
@@ -135,11 +131,9 @@ class Embedder:
     def _vectors(self, model: Any, texts: list[str], show_progress: bool = False) -> np.ndarray:
         """Unit vectors of `texts`, each a function of its text alone (batch- and thread-count-invariant).
 
-        sentence-transformers pads a batch to its longest text, so a vector changed (~1e-7) with its batch-mates and
-        a threshold could flip between runs. Here each text is padded to its own length bucket (`_BUCKET`) and
-        batched only within it: equal bit for bit alone or in any batch, and cheaper (0.50 vs 0.69 s for 120 note
-        sentences). Every product runs on ONE torch thread (a split sum's order depends on the split: on AVX-512
-        the vectors on 1 and 2 threads differed); the step's threads (`threads`, common/cpu.py) take whole batches."""
+        Each text is padded to its own length bucket (`_BUCKET`) and batched only within it, so its vector does not
+        change with its batch-mates (sentence-transformers pads a batch to its longest text). Every product runs on ONE
+        torch thread, as a split sum's order depends on the split; the step's threads take whole batches."""
         import torch
 
         if not texts:
@@ -152,9 +146,7 @@ class Embedder:
         buckets: dict[int, list[int]] = {}
         for i, n in enumerate(lengths):
             buckets.setdefault(min(limit, -(-int(n) // _BUCKET) * _BUCKET), []).append(i)
-        # batches of a size that does not depend on the thread count: a matrix product's kernel (its blocking over
-        # rows) is chosen by the row count, so a size taken from the workers changed vectors on AVX2 kernels (the
-        # thread-count test, under load); small enough that 2+ threads have batches to share
+        # a batch size independent of the thread count: the row count chooses a matrix product's kernel
         size = max(1, min(self.batch_size, _SHARED_BATCH))
         batches = [(width, rows[j:j + size]) for width, rows in sorted(buckets.items())
                    for j in range(0, len(rows), size)]
@@ -202,7 +194,7 @@ class Embedder:
 
     def _compute(self, keys: list[tuple[bool, str]], documents: bool, show_progress: bool) -> np.ndarray:
         """The vectors of `keys` (all of one kind, at least one) from DSPy's cache where kept there, the rest from the
-        model (loaded only then) and kept; rows in the order of `keys`."""
+        model (loaded only then); rows in the order of `keys`."""
         store = self._vector_store()
         found = store.get(keys) if store is not None else {}
         rest = [k for k in keys if k not in found]
@@ -215,10 +207,8 @@ class Embedder:
         return np.stack([found[k] for k in keys])
 
     def _encode(self, texts: list[str], prefix: str, show_progress: bool, documents: bool = False) -> np.ndarray:
-        """Encode, reusing vectors of texts seen before (a note's sentences are embedded once per case, not once
-        per stage); the cache is bounded (`cache_size` texts, least recently used out first). A cached vector is
-        the one the text gets alone (`_vectors`), so the cache cannot make results depend on history. With `cache`
-        the vectors are kept in DSPy's cache too, and the model loads only for a text no process embedded before."""
+        """Encode, reusing the vectors of the last `cache_size` texts seen (a note's sentences are embedded once per
+        case, not once per stage). With `cache` the vectors are kept in DSPy's cache too."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         keys = [(documents, prefix + t) for t in texts]

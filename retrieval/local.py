@@ -1,6 +1,6 @@
 """The embedded (offline, serverless) backend: FAISS dense ANN + bm25s BM25, fused, with text in SQLite.
 
-Layout of an index directory:
+An index directory:
     manifest.json   embedder name and dimension, corpora (hash), how to re-index each, counts, generation, index type
     store.sqlite    chunks(vid, id, doc_id, title, text, source, metadata): the live chunks; vid = row of vectors.f32
                     docs(corpus, doc_id, hash): each indexed document's content hash (retrieval/documents.py)
@@ -10,23 +10,19 @@ Layout of an index directory:
     bm25/           the bm25s index over the live chunk texts, with vids.npy (BM25 position -> vid)
     index.lock      held by the one `task=index` writing the folder (retrieval/index_lock.py)
 
-Changed corpora: a document whose content hash differs from the recorded one, or that left the corpus, has its
-chunks deleted (one transaction, with its hash) before the new chunks are added; the hashes are recorded after the
-last add. A crash anywhere leaves documents without a recorded hash, and those are compared by the hash of their
-stored chunks on the next ingest, so stale text is never kept.
+A changed or removed document has its chunks deleted (one transaction, with its hash) before the new chunks are
+added; the hashes are recorded after the last add. A crash leaves documents without a recorded hash, compared on the
+next ingest by the hash of their stored chunks, so stale text is never kept.
 
-Crash consistency: `add` inserts the rows, appends the vectors, then commits, so a crash leaves either nothing or
-vectors beyond the committed rows; `reconcile` (run by every ingest) cuts vectors.f32 back to `next_vid` (or
-drops rows whose vectors a truncated file lost, so they are added again). `finalize` writes dense.faiss, bm25/ and
-the manifest each to a temporary name and renames it; the manifest's `count` and `generation` are the commit
-marker. Every ingest ends with `consistent()` and rebuilds what lags; opening an index for search checks the counts
-and names the command that repairs it instead of failing inside FAISS, bm25s or SQLite.
+Crash consistency: `add` inserts the rows, appends the vectors, then commits; `reconcile` (every ingest) cuts
+vectors.f32 back to `next_vid`, or drops rows whose vectors a truncated file lost. `finalize` writes dense.faiss,
+bm25/ and the manifest each to a temporary name and renames it; the manifest's `count` and `generation` are the
+commit marker. Opening an index for search checks the counts and names the command that repairs it.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import sqlite3
@@ -46,12 +42,10 @@ from retrieval.index_lock import holder, holder_text, index_lock
 from retrieval.passage import Passage, RetrievalError
 from retrieval.repair_command import repair_command
 
-log = logging.getLogger(__name__)
-
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS chunks (
     vid INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, doc_id TEXT, title TEXT, text TEXT, source TEXT, metadata TEXT)""",
-    # Added for document tracking; an index built before them gets them empty (see stored_doc_hashes).
+    # an index built before document tracking gets these empty (see stored_doc_hashes)
     "CREATE TABLE IF NOT EXISTS docs (corpus TEXT NOT NULL, doc_id TEXT NOT NULL, hash TEXT NOT NULL, "
     "PRIMARY KEY (corpus, doc_id))",
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
@@ -82,8 +76,8 @@ def alpha_fuse(dense: dict[int, float], sparse: dict[int, float], alpha: float) 
 
 def build_dense_index(vectors: np.ndarray, *, hnsw_threshold: int, hnsw_m: int = 32, ef_construction: int = 128,
                       ef_search: int = 128, ids: np.ndarray | None = None):
-    """Exact inner product up to `hnsw_threshold` vectors (fast enough, perfect recall), FAISS HNSW above. With `ids`,
-    wrapped in an IndexIDMap so that search returns those ids (an index's vids, with gaps where chunks were replaced)."""
+    """Exact inner product up to `hnsw_threshold` vectors (fast enough, perfect recall), FAISS HNSW above. With `ids`
+    (an index's vids), wrapped in an IndexIDMap so that search returns them."""
     import faiss
 
     n, dim = vectors.shape
@@ -162,7 +156,7 @@ class LocalIndex:
 
     def _repair_hint(self) -> str:
         """The commands that rebuild this index: one `task=index` per corpus, with the overrides recorded when it
-        was indexed (a corpus named with corpus.name=... is only reproduced by its own overrides)."""
+        was indexed."""
         manifest = self._manifest or {}
         recorded = manifest.get("reindex") or {}
         commands = [repair_command(recorded.get(name), name, self.path) for name in manifest.get("corpora", {})]
@@ -180,7 +174,7 @@ class LocalIndex:
 
     def check_searchable(self) -> None:
         """The index can answer a search: built with this run's embedder, and no part of it lagging behind its stored
-        chunks (a `task=index` still writing, or one killed mid-way). Counts and sizes only: cheap."""
+        chunks (a `task=index` still writing, or one killed mid-way). Counts and sizes only."""
         self.check_embedder()
         lagging = self.consistent()
         if lagging:
@@ -294,16 +288,16 @@ class LocalIndex:
     # ---------------------------------------------------------------- ingestion
     @contextmanager
     def writing(self) -> Iterator[None]:
-        """Hold the folder's write lock for one ingest (a second task=index waits, see retrieval/index_lock.py),
-        and read everything afresh once it is held: another writer may have changed the index meanwhile."""
+        """Hold the folder's write lock for one ingest, and read everything afresh once it is held: another writer
+        may have changed the index meanwhile."""
         with index_lock(self.path, self.lock_timeout_s):
             self._manifest = None
             self._dense = self._bm25 = self._bm25_vids = None
             yield
 
     def prepare(self, corpus: str, corpus_hash: str, reindex: list[str] | None = None) -> list[str]:
-        """Create or reopen the index for ingestion; refuse to mix embedders. `reindex` is the overrides that
-        index this corpus again (what a repair hint prints)."""
+        """Create or reopen the index for ingestion; refuse to mix embedders. `reindex`: the overrides that index
+        this corpus again (what a repair hint prints)."""
         self._manifest = None  # what is on disk now, not what this object read before
         if self.manifest_path.exists():
             self.check_embedder()
@@ -332,9 +326,8 @@ class LocalIndex:
         return out
 
     def stored_doc_hashes(self, corpus: str, current: dict[str, str]) -> dict[str, str]:
-        """{doc_id: hash} of what the index holds for `corpus`: the recorded hashes, and for documents of the corpus
-        without one (an index built before hashes were kept, or an ingest that crashed after replacing a document)
-        the hash of their stored chunks, so that stale chunks are always found."""
+        """{doc_id: hash} of what the index holds for `corpus`: the recorded hashes, and for its documents without
+        one (an older index, or a crash mid-replace) the hash of their stored chunks, so stale chunks are found."""
         with self._lock:
             db = self._conn(create=True)
             recorded = dict(db.execute("SELECT doc_id, hash FROM docs WHERE corpus = ?", (corpus,)).fetchall())
@@ -355,10 +348,8 @@ class LocalIndex:
         with self._lock:
             db = self._conn(create=True)
             for doc in doc_ids:
-                ids = [c.id for c in self._stored_chunks(db, corpus, doc).get(doc, [])]
-                for i in range(0, len(ids), 900):
-                    part = ids[i: i + 900]
-                    db.execute(f"DELETE FROM chunks WHERE id IN ({','.join('?' * len(part))})", part)
+                ids = [(c.id,) for c in self._stored_chunks(db, corpus, doc).get(doc, [])]
+                db.executemany("DELETE FROM chunks WHERE id = ?", ids)
                 removed += len(ids)
                 db.execute("DELETE FROM docs WHERE corpus = ? AND doc_id = ?", (corpus, doc))
             self._bump_generation(db)
@@ -413,9 +404,8 @@ class LocalIndex:
 
     def finalize(self) -> dict[str, Any]:
         """Rebuild the dense and BM25 indexes over everything stored; write the manifest."""
+        import bm25s
         import faiss
-
-        bm25s = self._bm25s()
 
         dim = int(self.manifest()["dim"])
         with self._lock:
@@ -459,12 +449,6 @@ class LocalIndex:
         return {"count": n, "dense_index": kind, "dense_build_s": dense_seconds, "bm25_build_s": bm25_seconds}
 
     # ---------------------------------------------------------------- search
-    def _bm25s(self):
-        """bm25s, imported on first use (its import costs seconds a run without retrieval need not pay)."""
-        import bm25s
-
-        return bm25s
-
     def _stemmer(self):
         if not self.stemmer_name:
             return None
@@ -475,9 +459,8 @@ class LocalIndex:
     def _load(self) -> None:
         if self._dense is not None and self._bm25 is not None:
             return
+        import bm25s  # imported on first use: seconds a run without retrieval need not pay
         import faiss
-
-        bm25s = self._bm25s()
 
         self.check_searchable()
         with self._lock:
@@ -507,7 +490,8 @@ class LocalIndex:
                 for row_ids, row_scores in zip(ids, scores, strict=True)]
 
     def _bm25_search(self, queries: list[str], k: int) -> list[dict[int, float]]:
-        bm25s = self._bm25s()
+        import bm25s
+
         n = int(self.manifest()["count"])
         tokens = bm25s.tokenize(queries, stopwords="en", stemmer=self._stemmer(), show_progress=False,
                                 return_ids=False)
