@@ -26,16 +26,13 @@ sentences injected into the otherwise correct answer of a case, at a random plac
   the file names are scored (their reference sentences are the negatives); benchmarks/fabrications_subtle.json is
   one such set.
 
-`--compare` scores, at their configured settings, the rules (`claims`), the learned verifier alone
-(`learned`, `program.grounding.rules=false`) and both (`learned`), the verifier's weights loaded from `--compiled`
-(default: the shipped program state), with each one's milliseconds per answer sentence. `--reader STATE` adds the
-reader verifier (`grounding=reader`, its weights from STATE; every sentence read, none from the cache), alone and with
-the rules. With `--judge-lm OPTION` (a
-conf/lm option: embedded, openai_compatible with `--lm-override lm.client.api_base=...`, ...) it also scores the LM
-judge (`program.grounding.judge=lm`; its demos from `--compiled` when that state holds a compiled judge): alone, with
-the rules, with the rules and the verifier, and with the verifier as its first pass (`judge_from`), each row with the
-LM calls it needs. The judge is asked once per sentence (one pass of the rules + verifier + judge check); the other
-rows are read from the same verdicts (what each part flagged), as each configuration would decide.
+`--compare` scores the rules (`claims`) at their configured settings, with milliseconds per answer sentence.
+`--reader STATE` adds the reader verifier (`grounding=reader`, its weights from STATE; every sentence read, none from
+the cache), alone and with the rules. With `--judge-lm OPTION` (a conf/lm option: embedded, openai_compatible with
+`--lm-override lm.client.api_base=...`, ...) it also scores the LM judge (`program.grounding.judge=lm`; its demos from
+`--compiled` when that state holds a compiled judge): alone, with the rules, and with `--reader` also with the rules
+and the verifier and with the verifier as its first pass (`judge_from`), each row with the LM calls it needs. The
+judge is asked once per sentence; the other rows are read from the same verdicts (what each part flagged).
 
 The check runs exactly as in the program (program/archehr/grounding=<option>: a run with an LM's, unless --grounding
 names another; `--override program.grounding.check_negation=true` sets any other key), over a small grid of its two
@@ -81,9 +78,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="another config override for the check, e.g. program.grounding.check_negation=true")
     parser.add_argument("--list-missed", action="store_true", help="list the fabrications the default row misses")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--compare", action="store_true", help="rules vs learned verifier vs both, one table")
+    parser.add_argument("--compare", action="store_true", help="the rules, and with --reader the reader verifier")
     parser.add_argument("--compiled", default=str(DATA / "compiled_program.json"),
-                        help="program state holding the learned verifier's weights (default: the shipped one)")
+                        help="program state holding a compiled LM judge's demos (default: the shipped one)")
     parser.add_argument("--reader", default=None, help="with --compare: also the reader verifier, its weights from "
                         "this program state (e.g. data/archehr/compiled_reader_qwen.json)")
     parser.add_argument("--judge-lm", default=None, help="with --compare: also the LM judge on this conf/lm option")
@@ -91,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="an lm.* override for --judge-lm, e.g. lm.client.api_base=http://127.0.0.1:8080/v1")
     parser.add_argument("--judge-from", type=float, action="append", default=None,
                         help="a first-pass row's program.grounding.judge_from (the verifier's probability; "
-                             "repeatable; default 0.99 and 0.999: the shipped verifier flags from 0.9995)")
+                             "repeatable; default 0.99 and 0.999)")
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
     if args.cases or args.key:
@@ -115,14 +112,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     kinds = kinds_of(items)
     if args.compare:
         print(f"{len(items)} cases, {sum(len(i.fabricated) for i in items)} fabricated sentences "
-              f"({'from ' + args.fabrications if fabrications is not None else 'made here'}); verifier weights from "
-              f"{os.path.relpath(args.compiled)}\n")
+              f"({'from ' + args.fabrications if fabrications is not None else 'made here'})"
+              + (f"; reader verifier weights from {os.path.relpath(args.reader)}" if args.reader else "") + "\n")
         print("\n".join(compare(embedder, items, kinds, args.compiled, args.override, args.reader)))
         if args.judge_lm:
             print(f"\nThe LM judge, lm={args.judge_lm}" + (f" ({' '.join(args.lm_override)})" if args.lm_override else "")
                   + ":\n")
             print("\n".join(judge_rows(embedder, items, kinds, args.compiled, args.override,
-                                        [f"lm={args.judge_lm}", *args.lm_override], args.judge_from or [0.99, 0.999])))
+                                        [f"lm={args.judge_lm}", *args.lm_override], args.judge_from or [0.99, 0.999],
+                                        args.reader)))
         return
     source = f"fabrications from {args.fabrications}" if fabrications is not None else "fabrications made here"
     print(f"{len(items)} cases: {sum(len(i.sentences) - len(i.fabricated) for i in items)} reference answer sentences, "
@@ -151,8 +149,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def built_check(embedder, node, compiled: str | None = None):
-    """The grounding check of config `node`, as the program builds it (the answer stage's 75 words and soft cut);
-    a check with a learned verifier gets its weights from `compiled`."""
+    """The grounding check of config `node`, as the program builds it (the answer stage's 75 words and soft cut),
+    with the `_grounding` weights `compiled` holds."""
     from hydra.utils import instantiate
 
     from common.program_state import load_module_state
@@ -160,23 +158,19 @@ def built_check(embedder, node, compiled: str | None = None):
 
     check = Resources(embedder=embedder).complete(instantiate(node, _convert_="all"), "program.grounding",
                                                   max_words=75, soft_cut_ratio=0.6)
-    if compiled and getattr(check, "verifier", None) is not None:
+    if compiled:
         load_module_state(check, compiled, "_grounding")
     return check
 
 
 def compare(embedder, items, kinds: Sequence[str], compiled: str, overrides: Sequence[str],
             reader: str | None = None) -> list[str]:
-    """One row per check (rules, verifier alone, rules + verifier; the reader's two with `reader`) at its configured
-    settings."""
+    """One row per check (the rules; the reader's two with `reader`) at its configured settings."""
     import time
 
     from common.config_groups import compose_config
 
-    checks = [("rules (claims)", ["program/archehr/grounding=claims"], compiled),
-              ("learned verifier alone", ["program/archehr/grounding=learned", "program.grounding.rules=false"],
-               compiled),
-              ("rules + learned verifier", ["program/archehr/grounding=learned"], compiled)]
+    checks = [("rules (claims)", ["program/archehr/grounding=claims"], compiled)]
     if reader:
         uncached = ["program/archehr/grounding=reader", "program.grounding.verifier.reader.cache=false"]
         checks += [("reader verifier alone", [*uncached, "program.grounding.rules=false"], reader),
@@ -188,8 +182,6 @@ def compare(embedder, items, kinds: Sequence[str], compiled: str, overrides: Seq
         check = built_check(embedder, node, state)
         score(check, items[:1])  # models loaded before timing; then every check starts from empty text caches
         embedder._cache.clear()
-        if getattr(check, "verifier", None) is not None and hasattr(check.verifier, "aligner"):
-            check.verifier.aligner._cache.clear()
         started = time.perf_counter()
         s = score(check, items)
         ms = 1000 * (time.perf_counter() - started) / max(1, s.negatives + s.tp + s.fn)
@@ -199,22 +191,25 @@ def compare(embedder, items, kinds: Sequence[str], compiled: str, overrides: Seq
 
 
 def judge_rows(embedder, items, kinds: Sequence[str], compiled: str, overrides: Sequence[str],
-               lm_overrides: Sequence[str], judge_from: Sequence[float]) -> list[str]:
-    """The LM judge's rows: one pass of rules + verifier + judge (every sentence asked), then each configuration's
-    decision read from which part flagged each sentence."""
+               lm_overrides: Sequence[str], judge_from: Sequence[float], reader: str | None = None) -> list[str]:
+    """The LM judge's rows: one pass of the rules (+ the reader verifier with `reader`) + judge (every sentence
+    asked), then each configuration's decision read from which part flagged each sentence."""
     import time
 
     import dspy
 
     from common.config_groups import compose_config
+    from common.program_state import load_module_state
     from lms import build_lm
     from runners.dspy_setup import configure_dspy
 
-    cfg = compose_config("program=archehr", "stages=lm", "program/archehr/grounding=learned",
+    cfg = compose_config("program=archehr", "stages=lm", f"program/archehr/grounding={'reader' if reader else 'claims'}",
                          "program.grounding.judge=lm", *overrides, *lm_overrides)
     configure_dspy(cfg)
     lm = build_lm(cfg.lm)
-    check = built_check(embedder, cfg.program.grounding, compiled)
+    check = built_check(embedder, cfg.program.grounding, reader)
+    if compiled:  # the judge's demos (a state without them leaves it as configured)
+        load_module_state(check, compiled, "_grounding")
     demos = len(check.judge.predict.demos)
     recorded = []
     with dspy.context(lm=lm):
@@ -237,10 +232,11 @@ def judge_rows(embedder, items, kinds: Sequence[str], compiled: str, overrides: 
         return rules_flag(v) or (v.get("verifier") or {}).get("probability", 1.0) >= t
 
     rows = [("LM judge alone", judge_flags, sentences),
-            ("rules + LM judge", lambda v: rules_flag(v) or judge_flags(v), sentences),
-            ("rules + verifier + LM judge (judge_from=0)",
-             lambda v: rules_flag(v) or verifier_flags(v) or judge_flags(v), sentences)]
-    for t in judge_from:
+            ("rules + LM judge", lambda v: rules_flag(v) or judge_flags(v), sentences)]
+    if reader:
+        rows.append(("rules + verifier + LM judge (judge_from=0)",
+                     lambda v: rules_flag(v) or verifier_flags(v) or judge_flags(v), sentences))
+    for t in judge_from if reader else ():
         rows.append((f"rules + verifier + LM judge (judge_from={t})",
                      lambda v, t=t: rules_flag(v) or verifier_flags(v) or (asked_at(v, t) and judge_flags(v)),
                      sum(asked_at(v, t) for vs in recorded for v in vs)))

@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 
 from common.logistic_fit import fit_scorer  # noqa: E402
 from lms.reader import GGUFReader  # noqa: E402
-from programs.archehr.grounding.verifier.module import flag_threshold  # noqa: E402
-from programs.archehr.grounding.verifier.pairs import MAX_PREMISE_SENTENCES, cited_answers  # noqa: E402
+from programs.archehr.grounding.reader_verifier import cited_answers, flag_threshold  # noqa: E402
+from programs.archehr.grounding.verdicts import MAX_PREMISE_SENTENCES  # noqa: E402
 from tasks.archehr.data import load_cases, load_key  # noqa: E402
 
 DATA = ROOT / "data" / "archehr"

@@ -1,22 +1,48 @@
-"""The LM judge of the grounding check (issue #37, item 2): its training and validation sentences, its compile
-through a DSPy teleprompter against the flag decision (adopted only when validation improves), the learned verifier
-as its first pass, and its settings refused in one line."""
+"""The LM judge of the grounding check: the perturbations and sentences it trains on, its compile through a DSPy
+teleprompter against the flag decision (adopted only when validation improves), the reader verifier as its first
+pass, and its settings refused in one line."""
 
 from __future__ import annotations
 
 import functools
+import random
 
 import dspy
+import numpy as np
 import pytest
 
 from common.errors import ConfigError
 from programs.archehr.grounding.judge import GroundingJudge, changed_words, sentence_examples
+from programs.archehr.grounding.perturb import CONFLICT_KINDS, perturb
+from programs.archehr.grounding.reader_verifier import ReaderVerifier, flag_threshold
 from programs.archehr.grounding.verdicts import SUPPORTED
 from tests.builders import grounding_check, keyed_examples
 
 pytestmark = pytest.mark.unit
 SUPPORTED_REPLY = {"verdict": "supported", "kind": "none", "conflicting_words": ""}
 FLAG_REPLY = {"verdict": "contradicted", "kind": "side/site", "conflicting_words": "left"}
+SMOLLM2 = "program.grounding.verifier.reader.model=smollm2"
+
+
+def test_each_perturbation_changes_one_fact_and_keeps_the_rest():
+    rng = random.Random(0)
+    sentence = "Her left kidney function improved before discharge, and she was not given 40 mg of furosemide."
+    changed = {kind: perturb(sentence, kind, rng, ["the scan was delayed because the machine was down."])
+               for kind in CONFLICT_KINDS}
+    assert all(c and c != sentence for c in changed.values()), changed
+    assert "right kidney" in changed["side/site"] or "upper" in changed["side/site"] or "liver" in changed["side/site"]
+    for kind, text in changed.items():  # most words kept: only the fact differs
+        kept = set(sentence.lower().split()) & set(text.lower().split())
+        assert len(kept) >= len(sentence.split()) - 5, (kind, text)
+    assert perturb("Discharged home.", "side/site", rng, []) is None  # nothing to change: no pair
+
+
+def test_flag_threshold_keeps_false_flags_within_budget():
+    scores = np.linspace(0.0, 0.99, 100)
+    t = flag_threshold(scores, 0.05)
+    assert (scores >= t).sum() == 5
+    assert flag_threshold(np.zeros(0), 0.05) == 0.5
+    assert (scores >= flag_threshold(scores, 0.0)).sum() == 0
 
 
 
@@ -84,12 +110,23 @@ NOTE_ANSWER = [{"id": "1", "text": "A 64-year-old man was admitted with chest pa
                {"id": "2", "text": "His troponin was 47.3 on arrival."}]  # a number the note lacks: the rules flag
 
 
+class ReaderStandIn:
+    """A reader for wiring tests: every claim reads as the same vector (the verifier's head then gives P = 0.5)."""
+
+    name, dim = "stand-in", 4
+
+    def read_claims(self, notes: list[list[str]], claims: list[str]) -> np.ndarray:
+        return np.ones((len(claims), self.dim))
+
+
 def _calls(dummy_lm, *overrides: str) -> int:
     from tasks.archehr.data import NoteSentence
 
     note = [NoteSentence("1", "64M admitted with substernal chest pain."), NoteSentence("2", "Troponin was negative.")]
     lm = dummy_lm([SUPPORTED_REPLY] * 4)
-    check = grounding_check("learned", "program.grounding.judge=lm", *overrides)
+    check = grounding_check("reader", SMOLLM2, "program.grounding.judge=lm", *overrides)
+    check.verifier = ReaderVerifier(ReaderStandIn(), threshold=0.9)
+    check.verifier.weights.set(np.zeros(4), np.ones(4), np.zeros(4), 0.0, {"threshold": 0.9})
     links = [{"answer_id": "1", "evidence_id": ["1"]}, {"answer_id": "2", "evidence_id": ["2"]}]
     verdicts = check(NOTE_ANSWER, links, note).verdicts
     asked = [v for v in verdicts if "judge" in v]
@@ -112,7 +149,7 @@ def test_the_judges_settings_are_refused_in_one_line(override, message):
     overrides = [override] + (["program.grounding.judge=lm"] if "judge_from=2" in override or "compile" in override
                               else [])
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")) as err:
-        grounding_check("learned", *overrides)
+        grounding_check("reader", SMOLLM2, *overrides)
     assert "\n" not in str(err.value)
 
 
@@ -126,5 +163,5 @@ def test_experiment_compile_judge_fits_the_judge_alone_on_the_realistic_cases():
     assert "grounding" in contract_for(cfg).lm_roles(cfg) and cfg.lm.client.model == "smollm2-135m-instruct"
     assert [p.split("/")[-1] for p in cfg.data.train] == ["realistic_cases_a.xml", "realistic_cases_b.xml"]
     holder = dspy.Module()
-    holder._grounding = grounding_check("learned", "program.grounding.judge=lm")
-    assert {n for n, _ in learned_parts(holder)} == {"_grounding.verifier", "_grounding.judge"}
+    holder._grounding = grounding_check("claims", "program.grounding.judge=lm")
+    assert {n for n, _ in learned_parts(holder)} == {"_grounding.judge"}

@@ -154,25 +154,26 @@ def test_xml_and_fields_of_another_case_together_are_refused(extra):
 def test_the_judge_under_the_default_grounding_names_the_options_that_have_it():
     assert composition_error("program=archehr", "program.grounding.judge=lm") == (
         "error: program.grounding.judge: not a parameter of the grounding stage in use (program/archehr/grounding=none, "
-        "parameters: none); it belongs to claims, learned, reader, similarity: add program/archehr/grounding=claims")
+        "parameters: none); it belongs to claims, reader, similarity: add program/archehr/grounding=claims")
 
 
 def test_a_folder_as_training_data_says_it_is_a_folder(tmp_path):
     for load in (load_cases, load_question_pairs):
         with pytest.raises(ArchEHRDataError, match="a folder, not a"):
             load(tmp_path)
-    run = dispatch_run("task=compile", "experiment=compile_verifier", f"data.train={tmp_path}",
+    run = dispatch_run("task=compile", "experiment=compile_heads", f"data.train={tmp_path}",
                        f"hydra.run.dir={tmp_path / 'run'}", quiet=True)
     assert one_error_line(run) == f"error: {tmp_path}: a folder, not a cases file (name the XML file itself)"
 
 
 @pytest.mark.parametrize(("experiment", "message"), [
-    ("compile_verifier", "the verifier's training cases have no reference answer sentences"),
+    ("compile_reader_verifier", "the verifier's training cases have no reference answer sentences"),
     ("compile_heads", "no training case has a note and a key"),
 ])
 def test_training_cases_without_a_key_are_refused_before_validation_is_scored(tmp_path, experiment, message):
     shutil.copy(ROOT / "data/archehr/realistic_cases_a.xml", tmp_path / "cases.xml")  # its key is not beside it
-    run = dispatch_run("task=compile", f"experiment={experiment}", f"data.train=[{tmp_path / 'cases.xml'}]",
+    smollm2 = ["program.grounding.verifier.reader.model=smollm2"] if experiment == "compile_reader_verifier" else []
+    run = dispatch_run("task=compile", f"experiment={experiment}", f"data.train=[{tmp_path / 'cases.xml'}]", *smollm2,
                        f"hydra.run.dir={tmp_path / 'run'}", quiet=True)
     assert message in one_error_line(run)
     assert "validation examples before" not in run.stdout  # refused before any scoring

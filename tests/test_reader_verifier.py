@@ -87,7 +87,7 @@ def test_optimizer_fit_fits_the_reader_verifier_and_chooses_its_threshold_on_val
 
 
 def test_without_a_fitted_state_or_fabrications_it_says_what_to_do_in_one_line():
-    check = grounding_check("reader", SMOLLM2)  # the shipped state holds the token verifier's weights, not these
+    check = grounding_check("reader", SMOLLM2)  # the shipped default state holds no reader verifier
     assert not check.verifier.weights.fitted
     with pytest.raises(LearnedStateError) as err:
         check.verdict("A bleed on the right.", [NoteSentence("1", NOTE[0])], [NoteSentence("1", NOTE[0])])

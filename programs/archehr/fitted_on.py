@@ -1,5 +1,5 @@
 """Which bundled case files the shipped learned state (data/archehr/compiled_program.json) was fitted or chosen on
-(conf/experiment/compile_question.yaml, compile_heads.yaml, compile_verifier.yaml). Scores on them say how well the
+(conf/experiment/compile_question.yaml, compile_heads.yaml, compile_reader_verifier.yaml). Scores on them say how well the
 program fits what it was tuned on, not how it does on unseen notes: the printed scores say so in one line."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ FITTED = {
                          "(experiment=compile_heads)",
     "dev_cases.xml": "training cases of the learned question stage and heads (experiment=compile_question, "
                      "compile_heads)",
-    "realistic_cases_a.xml": "training cases of the learned heads and the verifier (experiment=compile_heads, "
-                             "compile_verifier)",
-    "realistic_cases_b.xml": "training cases of the learned heads and the verifier (experiment=compile_heads, "
-                             "compile_verifier)",
+    "realistic_cases_a.xml": "training cases of the learned heads and the reader verifier (experiment=compile_heads, "
+                             "compile_reader_verifier)",
+    "realistic_cases_b.xml": "training cases of the learned heads and the reader verifier (experiment=compile_heads, "
+                             "compile_reader_verifier)",
 }
 UNSEEN = "python benchmarks/archehr_no_lm_cv.py"   # every case scored by heads fitted on the other folds
 

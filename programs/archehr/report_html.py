@@ -82,17 +82,6 @@ def _quoted(text: str, note: dict[str, str]) -> list[str]:
     return [t for t in note if t and t in text]
 
 
-def _conflict(case: Case, verdict: dict[str, Any]) -> str:
-    """The note sentence a flagged answer sentence conflicts with, quoted beside it (the learned verifier's)."""
-    found = mapping(verdict.get("verifier"))
-    conflict_id = text(found.get("conflict_id"))
-    if not conflict_id:
-        return ""
-    kind = f" ({echo(found['kind'])})" if text(found.get("kind")) else ""
-    return (f'<span class="conflict">conflicts with note sentence {_cites(case, [conflict_id])}{kind}: '
-            f'&ldquo;{echo(text(found.get("conflict_text")) or "")}&rdquo;</span>')
-
-
 def _answer(case: Case, record: dict[str, Any]) -> str:
     if record.get("answer") is None:
         return '<p class="muted">No note: Subtask 1 only.</p>'
@@ -115,7 +104,7 @@ def _answer(case: Case, record: dict[str, Any]) -> str:
         if v and flagged(v):
             parts.append(f'<p class="unsupported"><strong>{echo(v["verdict"] or "no verdict")}:</strong> '
                          f'{echo(a["text"])}{cites} <span class="muted">({"; ".join(echo(r) for r in v["reasons"])})'
-                         f'</span>{_conflict(case, v)}</p>')
+                         f'</span></p>')
         else:
             label = '<span class="tag good">supported</span>' if v else ""
             if v and v.get("refill"):  # on_unsupported=refill: a quote of the note put in a dropped sentence's place

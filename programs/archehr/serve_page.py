@@ -68,13 +68,6 @@ function programRender(d) {
       if (v.refill) p.append(el('span', {class: 'muted'}, ' quoted from the note (refill)'));
       if (flagged && (v.reasons || []).length)  // a reason may quote the note: each one its own text
         p.append(el('span', {class: 'muted'}, ' ', ...v.reasons.flatMap((r, i) => i ? ['; ', r] : [r])));
-      const found = v.verifier || {};
-      if (flagged && found.conflict_id) {
-        const c = el('span', {class: 'conflict'}, 'conflicts with note sentence ');
-        c.append(cite(found.conflict_id), text(found.kind ? ` (${found.kind})` : ''), text(': “'),
-          text(found.conflict_text || ''), text('”'));
-        p.append(c);
-      }
     }
     answer.append(p);
   }

@@ -4,8 +4,8 @@ learned parts.
 - `similarity.py`: `SimilarityGroundingCheck`, similarity to the note's sentences (`program/archehr/grounding=similarity`),
   and what the other checks build on (`NoteFacts`, `verdict_of`).
 - `claims.py`: `ClaimsGroundingCheck`, what each sentence claims must be in the note (`grounding=claims`).
-- `learned.py`: `LearnedGroundingCheck`, the claims rules and a learned verifier (`grounding=learned`); `verifier/`:
-  the verifier, its features, training pairs and weights.
-- `judge.py`: `GroundingJudge`, the optional LM judge of flagged sentences (`program.grounding.judge=lm`).
+- `reader.py`: `ReaderGroundingCheck`, the claims rules and a reader verifier (`grounding=reader`);
+  `reader_verifier.py`: the verifier, a small LM's reading of each sentence and a learned head.
+- `judge.py`: `GroundingJudge`, the optional LM judge (`program.grounding.judge=lm`); `perturb.py` makes its examples.
 - `verdicts.py`: the verdict names every check and the report use.
 """

@@ -1,17 +1,13 @@
-"""`GroundingJudge`: an LM asked whether the note sentences an answer sentence cites support it (the grounding
-check's optional third opinion, `program.grounding.judge=lm`, on `lm.roles.grounding`, else the run's LM). Its
-verdict is `supported`, `contradicted` or `not in the note`, with the kind of conflict and the words of the sentence
-the note does not support.
+"""`GroundingJudge`: an LM asked whether the note sentences an answer sentence cites support it
+(`program.grounding.judge=lm`, on `lm.roles.grounding`, else the run's LM). Its verdict is `supported`,
+`contradicted` or `not in the note`, with the kind of conflict and the words the note does not support.
 
-It says how it is compiled: `fit(trainset, valset)` (`optimizer=fit`, `experiment=compile_judge`) makes sentence
-examples from the training cases' reference answers (each reference sentence against the note sentences it cites as
-supported; the same sentence with one fact changed by `verifier/perturb.py` as contradicted, with the changed words;
-a clause of another case's answer joined on as not in the note), compiles its predictor with a DSPy teleprompter
-(`BootstrapFewShot` by default: demos of training sentences the LM itself judged right) against `flag_agrees` (the
-fabrication benchmark's decision: is the sentence flagged exactly when it misstates its note), and scores flag recall
-and false flags on the validation cases' reference sentences and built-in fabrications before and after. A compile
-that does worse on validation than the judge it started from, or no better than chance (recall <= false flags), is
-refused: the saved program is left as it was.
+`fit(trainset, valset)` (`optimizer=fit`, `experiment=compile_judge`) makes examples from the training cases'
+reference answers: each sentence as written (supported), with one fact changed by `perturb.py` (contradicted), and
+with another case's clause joined on (not in the note). A DSPy teleprompter (`BootstrapFewShot` by default) compiles
+the predictor against `flag_agrees`: is the sentence flagged exactly when it misstates its note. Recall and false
+flags are scored on the validation cases before and after. A compile worse than its start, or no better than chance,
+is refused and the saved program is left as it was.
 """
 
 from __future__ import annotations
@@ -29,9 +25,8 @@ import dspy
 from common.errors import ConfigError
 from common.failures import RECOVERABLE, StageOutputError
 from common.markup import strip_markup
-from programs.archehr.grounding.verdicts import CONTRADICTED, NOT_IN_NOTE, SUPPORTED
-from programs.archehr.grounding.verifier.pairs import MAX_PREMISE_SENTENCES
-from programs.archehr.grounding.verifier.perturb import CONFLICT_KINDS, perturb
+from programs.archehr.grounding.perturb import CONFLICT_KINDS, perturb
+from programs.archehr.grounding.verdicts import CONTRADICTED, MAX_PREMISE_SENTENCES, NOT_IN_NOTE, SUPPORTED
 from programs.archehr.text import numbered
 from signatures.archehr import JudgeGrounding
 from signatures.constrained import reply_bound, with_output_schema
@@ -171,8 +166,7 @@ def sentence_examples(examples: Sequence[dspy.Example], seed: int, limit: int,
                       perturbed: bool = True) -> list[dspy.Example]:
     """Up to `limit` sentence examples of these cases, half supported (reference answer sentences against the note
     sentences they cite) and half misstated: with `perturbed`, the same sentences with one fact changed (training);
-    else the built-in fabrications of tasks/archehr/fabrications.py citing an essential sentence (validation, as
-    the verifier's fit checks itself)."""
+    else the built-in fabrications of tasks/archehr/fabrications.py citing an essential sentence (validation)."""
     from tasks.archehr.fabrications import fabricate
 
     rng = random.Random(seed)

@@ -1,11 +1,9 @@
-"""Perturbations that turn a supported answer sentence into one that misstates its note (FactCC-style training data).
+"""Perturbations that turn a supported answer sentence into one that misstates its note: the LM judge's training
+examples (judge.py).
 
-Each function changes one fact of a sentence and keeps the rest of its words, so that a model trained to tell the
-original from the perturbed copy (both against the same note sentences) learns the changed fact, not the wording.
-They are applied to answer sentences (plain-language paraphrases of a note), never used on evaluation text. The word
-pairs are general English and clinical usage, written from the kinds of misstatement (negation, direction,
-quantity, side/site, reason, order/time), not from any evaluation sentence. A function returns None when the
-sentence offers nothing it can change.
+Each function changes one fact and keeps the other words. They are applied to training answer sentences, never to
+evaluation text. The word pairs are general English and clinical usage, written from the kinds of misstatement, not
+from any evaluation sentence. A function returns None when the sentence offers nothing it can change.
 """
 
 from __future__ import annotations
@@ -14,11 +12,9 @@ import random
 import re
 from collections.abc import Callable
 
-from programs.archehr.grounding.verdicts import NOT_IN_NOTE, SUPPORTED
+from programs.archehr.grounding.verdicts import NOT_IN_NOTE
 
-# the verdict labels of the verifier, in the order of its output: 0 supported, then the kinds of conflict
 CONFLICT_KINDS = ("negation", "direction", "quantity", "side/site", "reason/attribution", "time/order")
-LABELS = (SUPPORTED, *CONFLICT_KINDS, NOT_IN_NOTE)
 
 
 def _swap_pairs(pairs: list[tuple[str, str]]) -> dict[str, str]:

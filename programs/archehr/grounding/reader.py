@@ -1,19 +1,16 @@
-"""Grounding by the rules of `claims.py` and a learned verifier (`program.grounding.verifier`: `verifier/module.py`'s
-token verifier with grounding=learned, `verifier/reader.py`'s reader with grounding=reader): an answer sentence is
-flagged when either flags it (`rules: false` uses the verifier alone). Each verdict carries the verifier's
-probability, kind of conflict and the note sentence it conflicts with under `verifier`; the verdict is the
-verifier's when it flags (contradicted / not in the note), else the rules'. With `judge: lm` the verifier is the LM
-judge's first pass: `judge_from` is the verifier's probability from which a sentence goes to the LM.
+"""`ReaderGroundingCheck` (`program/archehr/grounding=reader`): the claims rules and a reader verifier
+(reader_verifier.py). An answer sentence is flagged when either flags it (`rules: false`: the verifier alone); the
+verdict is the verifier's when it flags, else the rules'. With `judge: lm` the verifier is the LM judge's first pass:
+a sentence goes to the LM from `judge_from` probability of not being supported.
 """
 
 from __future__ import annotations
 
 from common.errors import ConfigError
 from programs.archehr.grounding.claims import ClaimsGroundingCheck
+from programs.archehr.grounding.reader_verifier import ReaderVerifier
 from programs.archehr.grounding.similarity import NoteFacts
 from programs.archehr.grounding.verdicts import SUPPORTED
-from programs.archehr.grounding.verifier.module import LearnedVerifier
-from programs.archehr.grounding.verifier.reader import ReaderVerifier
 from programs.archehr.shared.similarity import cosine_matrix
 from retrieval.embed import Embedder
 from tasks.archehr.data import NoteSentence
@@ -21,10 +18,10 @@ from tasks.archehr.data import NoteSentence
 PREMISE_WITHOUT_CITATIONS = 3  # an uncited answer sentence is checked against the note's closest sentences
 
 
-class LearnedGroundingCheck(ClaimsGroundingCheck):
+class ReaderGroundingCheck(ClaimsGroundingCheck):
     def __init__(self, embedder: Embedder, min_similarity: float, number_tolerance: float, number_context: int,
                  check_negation: bool, unknown_terms: str, on_unsupported: str, max_words: int, soft_cut_ratio: float,
-                 judge: str = "none", min_coverage: float = 0.0, verifier: LearnedVerifier | ReaderVerifier | None = None,
+                 judge: str = "none", min_coverage: float = 0.0, verifier: ReaderVerifier | None = None,
                  rules: bool = True, judge_compile: dict | None = None, judge_from: float = 0.0) -> None:
         super().__init__(embedder, min_similarity, number_tolerance, number_context, check_negation, unknown_terms,
                          on_unsupported, max_words, soft_cut_ratio, judge, min_coverage, judge_compile)
@@ -35,15 +32,15 @@ class LearnedGroundingCheck(ClaimsGroundingCheck):
         self.judge_from = float(judge_from)
         if not isinstance(rules, bool):
             raise ConfigError(f"program.grounding.rules must be true or false, not {rules!r}")
-        if not isinstance(verifier, (LearnedVerifier, ReaderVerifier)):
-            raise ConfigError("program.grounding.verifier must name a verifier (_target_: LearnedVerifier or "
-                              "ReaderVerifier, as program/archehr/grounding=learned and =reader do)")
+        if not isinstance(verifier, ReaderVerifier):
+            raise ConfigError("program.grounding.verifier must name a verifier (_target_: "
+                              "programs.archehr.grounding.reader_verifier.ReaderVerifier)")
         self.verifier = verifier
         self.rules = rules
 
     def wants_judge(self, out: dict) -> bool:
-        """The verifier is the judge's cheap first pass: the LM is asked about a sentence the verifier gives at least
-        `judge_from` probability of not being supported (0: every sentence), or one the rules flagged."""
+        """The LM is asked about a sentence the verifier gives at least `judge_from` probability of not being
+        supported (0: every sentence), or one the rules flagged."""
         found = out.get("verifier")
         return found is None or found["probability"] >= self.judge_from or bool(out["reasons"])
 
@@ -62,11 +59,9 @@ class LearnedGroundingCheck(ClaimsGroundingCheck):
             out["verifier"] = None
             return out
         found = self.verifier(answer_sentence=text, note_sentences=premise)
-        out["verifier"] = {"verdict": found.verdict, "probability": found.probability, "kind": found.kind,
-                           "conflict_id": found.conflict_id, "conflict_text": found.conflict_text,
+        out["verifier"] = {"verdict": found.verdict, "probability": found.probability,
                            "threshold": round(self.verifier.threshold, 4)}
         if found.verdict != SUPPORTED:
-            kind = f", {found.kind}" if found.kind else ""
-            out["reasons"] = [*out["reasons"], f"verifier: {found.verdict} (p={found.probability:.2f}{kind})"]
+            out["reasons"] = [*out["reasons"], f"verifier: {found.verdict} (p={found.probability:.2f})"]
             out["verdict"] = found.verdict
         return out

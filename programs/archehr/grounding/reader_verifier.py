@@ -1,17 +1,14 @@
-"""`ReaderVerifier`: does the note support an answer sentence, as a small LM reads it (issue #70 item 5)?
+"""`ReaderVerifier`: does the note support an answer sentence, as a small LM reads it?
 
-The reader (lms/reader.py, `read_claims`) reads the note sentences an answer sentence cites, the sentence, and "Is
-every detail of the claim supported by the note?"; the hidden state it ends on goes through a logistic head to
-P(not supported). The sentence is flagged when that reaches the threshold chosen on validation.
+The reader (lms/reader.py, `read_claims`) reads the cited note sentences, the answer sentence, and "Is every detail
+of the claim supported by the note?". A logistic head over its last hidden state gives P(not supported); the sentence
+is flagged from the threshold chosen on validation.
 
-It learns from sentences people wrote, not from rule-made changes: on the dev cases' hand-written fabrications a
-reader head fitted on `verifier/perturb.py`'s changes ranked no better than chance (AUC 0.50, SmolLM2), one fitted on
-hand-written ones did (benchmarks/README.md, "Grounding with a reader").
-
-`fit(trainset, valset)`: the training cases' reference answer sentences (supported) and the hand-written fabrications
-of those cases (`fabrications`: grounding-fabrications/1 files) fit the head. Its L2 strength is chosen on the
-validation cases' fabrications where a file holds some (else by the training cases' cross-validation); the threshold
-is the lowest that flags at most `max_false_flags` of the validation cases' reference sentences.
+`fit(trainset, valset)` learns from hand-written fabrications (`fabrications`: grounding-fabrications/1 files), with
+the training cases' reference sentences as the supported side. Rule-made changes (perturb.py) taught a reader head
+nothing: AUC 0.50 on the dev cases' hand-written ones (benchmarks/README.md, "Grounding with a reader"). The L2
+strength is chosen on the validation cases' fabrications (else by the training cases' cross-validation); the
+threshold is the lowest that flags at most `max_false_flags` of the validation reference sentences.
 """
 
 from __future__ import annotations
@@ -27,31 +24,19 @@ from common.errors import ConfigError
 from common.logistic_fit import fit_scorer, folds
 from common.parameters import LearnedStateError, LogisticHead
 from lms.reader import GGUFReader
-from programs.archehr.grounding.verdicts import NOT_IN_NOTE, SUPPORTED
-from programs.archehr.grounding.verifier.module import (
-    NO_TRAINING_PAIRS,
-    check_flag_settings,
-    flag_threshold,
-    refuse_chance,
-)
-from programs.archehr.grounding.verifier.pairs import MAX_PREMISE_SENTENCES, cited_answers
-from tasks.archehr.data import NoteSentence
+from programs.archehr.grounding.verdicts import MAX_PREMISE_SENTENCES, NOT_IN_NOTE, SUPPORTED
+from tasks.archehr.data import Case, KeyCase, NoteSentence
 
 C_GRID = (0.0001, 0.0003, 0.001, 0.003, 0.01)  # hundreds of columns against a few hundred sentences: strong L2
 CV_FOLDS = 5
 NOT_FITTED = ("program/archehr/grounding=reader: program.compiled holds no reader verifier fitted with this reader "
               "(experiment=reader_verifier loads the Qwen's; task=compile experiment=compile_reader_verifier fits one)")
+NO_TRAINING_PAIRS = ("the verifier's training cases have no reference answer sentences with citations (data.train "
+                     "needs ArchEHR XML cases with a key)")
 
 
 class ReaderVerifierHead(LogisticHead):
-    """The head's weights, threshold (`selection`) and fit. A state that holds another verifier's weights (the
-    token verifier's, as the shipped program does) loads as not fitted: a run that reaches it says how to fit one."""
-
-    def load_state(self, state: Any) -> LogisticHead:
-        if isinstance(state, dict) and state.get("format") == "clinprog-verifier/1":
-            self.coef = None
-            return self
-        return super().load_state(state)
+    """The head's weights, threshold (`selection`) and fit; used unfitted, it says how to fit one."""
 
     def probabilities(self, x: np.ndarray) -> np.ndarray:
         if not self.fitted:
@@ -92,10 +77,8 @@ class ReaderVerifier(dspy.Module):
         premise = list(note_sentences)[:MAX_PREMISE_SENTENCES]
         unsupported = float(self.probabilities([[s.text for s in premise]], [answer_sentence])[0])
         flagged = unsupported >= self.threshold
-        # the reader says whether, not how: "not in the note" (the note does not say it) is what a flag knows; no kind
-        # of conflict and no one sentence it conflicts with
-        return dspy.Prediction(verdict=NOT_IN_NOTE if flagged else SUPPORTED, probability=round(unsupported, 4),
-                               kind=None, conflict_id=None, conflict_text=None)
+        # the reader says whether, not how: "not in the note" is what a flag knows
+        return dspy.Prediction(verdict=NOT_IN_NOTE if flagged else SUPPORTED, probability=round(unsupported, 4))
 
     # --- fitting --------------------------------------------------------------------------------------------------
     def _fabricated(self, examples: Sequence[dspy.Example]) -> list[tuple[str, list[str], str]]:
@@ -189,3 +172,44 @@ class ReaderVerifier(dspy.Module):
             if auc > best[1] + 1e-9:
                 best = (c, auc)
         return best
+
+
+def cited_answers(case: Case, key_case: KeyCase) -> list[tuple[str, list[str]]]:
+    """(reference answer sentence, the texts of the note sentences it cites, at most MAX_PREMISE_SENTENCES) of every
+    reference sentence of `case` that cites one."""
+    by_id = {s.id: s.text for s in case.sentences}
+    out = []
+    for _, text, cites in key_case.answer_sentences:
+        cited = [by_id[i] for i in cites if i in by_id][:MAX_PREMISE_SENTENCES]
+        if cited:
+            out.append((text, cited))
+    return out
+
+
+def check_flag_settings(threshold: float | None, max_false_flags: float) -> None:
+    """A threshold in (0, 1] or null (the fitted one), and the share of validation reference sentences the fitted
+    threshold may flag, in [0, 1)."""
+    if threshold is not None and not 0.0 < float(threshold) <= 1.0:
+        raise ConfigError(f"program.grounding.verifier.threshold must be in (0, 1] or null, not {threshold!r}")
+    if not 0.0 <= float(max_false_flags) < 1.0:
+        raise ConfigError(f"program.grounding.verifier.max_false_flags must be in [0, 1), not {max_false_flags!r}")
+
+
+def refuse_chance(fit: dict[str, Any]) -> None:
+    """Mark a fit `refused` when it flags no more of the validation fabrications than of the correct sentences: the
+    optimizer's review then leaves the saved program as it was."""
+    recall, false_flags = fit.get("validation_recall"), fit.get("validation_false_flags")
+    if recall is not None and false_flags is not None and recall <= false_flags:
+        fit["refused"] = (f"it flags {recall:.0%} of the validation fabrications and {false_flags:.0%} of the correct "
+                          "sentences (no better than chance)")
+
+
+def flag_threshold(scores: np.ndarray, max_false_flags: float) -> float:
+    """The lowest threshold on P(not supported) that flags at most `max_false_flags` of these supported sentences'
+    scores (0.5 when there are none to choose on)."""
+    if len(scores) == 0:
+        return 0.5
+    ranked = np.sort(np.asarray(scores, dtype=float))[::-1]
+    allowed = int(np.floor(max_false_flags * len(ranked)))
+    above = ranked[allowed] if allowed < len(ranked) else 0.0
+    return float(min(1.0, np.nextafter(above, 2.0)))
