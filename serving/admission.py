@@ -20,10 +20,9 @@ class Job:
 
 
 class Gate:
-    """Admission and worker slots: `capacity` workers run requests, `queue` more wait, the rest are turned away.
-
-    A request counts (`admitted`) from admission until its work ends, whether or not its client still waits: work
-    that ran past `serve.timeout_s` keeps its worker, so timed-out requests never add computations beyond capacity."""
+    """`capacity` workers run requests, `queue` more wait, the rest are turned away. A request counts (`admitted`)
+    until its work ends, even after its client left: timed-out work keeps its worker, never adding work beyond
+    capacity."""
 
     def __init__(self, capacity: int, queue: int) -> None:
         self.capacity, self.queue = capacity, queue

@@ -1,10 +1,7 @@
 """The FastAPI app of `task=serve`: one program, built once by runners/serve.py, over HTTP (docs/serving.md).
 
-`POST /v1/<program>/<verb>`: the route, its request and response models and their adapters come from the program's
-contract; this module knows no program. `GET /` is a page to try it (serving/page.py), `GET /health` the counts.
-Admission (serving/admission.py) bounds running and queued work; serving/body_guard.py checks the token, Host and
-body before any route; an LM failure is answered by the no-LM program or the contract's fallback record, with
-`lm_failure`. Every error is `{"error": "..."}`."""
+`POST /v1/<program>/<verb>` takes its route, models and adapters from the program's contract; `GET /` is a page to try
+it, `GET /health` the counts. An LM failure is answered by the no-LM program or the contract's fallback record."""
 # No `from __future__ import annotations`: the endpoint's body annotation must be the contract's model class itself.
 
 import asyncio
@@ -42,9 +39,8 @@ class LMFailed(Exception):
 
 
 def internal(exc: BaseException) -> JSONResponse:
-    """A request's unexpected exception (a bug): logged with its traceback on clinprog.serve (not uvicorn's logger,
-    so it is not counted among the connection errors of /health) and answered as a 500 error object that names only
-    its type (its message may quote the request)."""
+    """A bug: its traceback logged on clinprog.serve (not counted among /health's connection errors), a 500 naming
+    only its type (its message may quote the request)."""
     log.error("unexpected %s while answering a request", type(exc).__name__, exc_info=exc)
     return error(500, f"internal error ({type(exc).__name__}): the server's log has the traceback")
 
@@ -55,7 +51,7 @@ def create_app(cfg: DictConfig, contract: ProgramContract, program: dspy.Module,
     request_model, response_model = contract.serve_schemas()
     s = serve_settings(cfg)
     gate = Gate(s.max_concurrency, s.max_queue)
-    token = s.token()  # the one token rule (common/settings.py): empty or blank is refused
+    token = s.token()
     lm_name = ((cfg.get("lm") or {}).get("client") or {}).get("model", "none")
     readers = Readers(s.max_body_readers)
     counter = install_log_filters()
@@ -131,7 +127,7 @@ def create_app(cfg: DictConfig, contract: ProgramContract, program: dspy.Module,
                 "reading_bodies": readers.active, "connection_errors": dict(counter.counts)}
 
     async def endpoint(body: request_model):  # type: ignore[valid-type]
-        try:  # in a thread: an `xml` body is parsed here (2 MB of it is work the event loop must not wait for)
+        try:  # in a thread: parsing 2 MB of `xml` is work the event loop must not wait for
             item = await asyncio.to_thread(contract.serve_item, body)
         except ClinprogError as exc:
             return error(422, str(exc))

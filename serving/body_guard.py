@@ -16,9 +16,8 @@ from common.logs import printable
 from common.unicode_text import unicode_problem
 
 DRAIN_FACTOR = 8   # an oversized body is read (and dropped) up to this many limits, so its client reads the 413
-# A body still arriving this long after its request's head counts as one of serve.max_body_readers: one that arrives
-# at once (almost every request) never takes a slot, so 60 small requests at the same moment are not turned away
-# (28 of 60 were 503 when each took a slot while its body was on its way); clients that send slowly are still capped.
+# Only a body still arriving this long after its request's head takes one of serve.max_body_readers: with a slot for
+# every body, 28 of 60 small requests sent at the same moment were 503.
 BODY_GRACE_S = 0.25
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
@@ -28,8 +27,8 @@ def error(status: int, message: str, headers: dict[str, str] | None = None) -> J
 
 
 def bearer(header: bytes) -> bytes | None:
-    """The credentials of an `Authorization: Bearer <token>` header; None for another scheme. The scheme is matched
-    case-insensitively (RFC 7235: `bearer` and `BEARER` are the same scheme)."""
+    """The credentials of an `Authorization: Bearer <token>` header (the scheme case-insensitive, RFC 7235); None for
+    another scheme."""
     scheme, _, credentials = header.strip().partition(b" ")
     return credentials.strip() if scheme.lower() == b"bearer" else None
 
@@ -44,10 +43,9 @@ def host_name(header: bytes) -> str:
 
 
 def loopback_only(host: str, token: str | None) -> frozenset[str] | None:
-    """The Host names a server bound to a loopback address without a token answers (a DNS-rebinding guard: a web
-    page whose name is made to resolve to 127.0.0.1 would otherwise use the server from the visitor's browser, its
-    Host header naming the page's site); None when there is nothing to guard (a token is required, or the server
-    listens beyond this machine, where anyone who reaches it can use it anyway: set a token)."""
+    """The Host names a token-less server on a loopback address answers, against DNS rebinding (a web page whose name
+    resolves to 127.0.0.1 would use the server from the visitor's browser); None when a token is required or the
+    server listens beyond this machine, where anyone who reaches it can use it anyway."""
     if token is not None:
         return None
     name = host.strip().lower()
@@ -69,11 +67,10 @@ class BodyGuard:
     the bytes arrive, so a chunked body is limited too), its encoding (UTF-8) and its JSON (nesting depth, number
     lengths, lone surrogates): 403, 401, 503, 408, 413, 422."""
 
-    def __init__(self, app: ASGIApp, token: str | None, max_bytes: int, readers: Readers | None = None,
-                 read_timeout_s: float = 10.0, max_items: int | None = None,
-                 hosts: frozenset[str] | None = None) -> None:
+    def __init__(self, app: ASGIApp, token: str | None, max_bytes: int, readers: Readers, read_timeout_s: float,
+                 max_items: int, hosts: frozenset[str] | None) -> None:
         self.app, self.token, self.max_bytes = app, token, max_bytes
-        self.readers = readers or Readers(32)
+        self.readers = readers
         self.read_timeout_s = read_timeout_s
         self.max_items = max_items
         self.hosts = hosts
@@ -103,7 +100,7 @@ class BodyGuard:
         body = await self.read(scope, receive, send)
         if body is None:
             return
-        # decoding 2 MB of JSON is work: in a thread, so the event loop (and /health) goes on meanwhile
+        # in a thread: decoding 2 MB of JSON is work the event loop (and /health) must not wait for
         problem = await asyncio.to_thread(self.undecodable, body, self.max_items)
         if problem:
             await error(422, problem)(scope, receive, send)
@@ -171,10 +168,10 @@ class BodyGuard:
             more = message.get("more_body", False)
 
     @staticmethod
-    def undecodable(body: bytes, max_items: int | None = None) -> str | None:
-        """What makes `body` unreadable (not UTF-8, JSON nested too deeply, a number too long, a lone surrogate in a
-        string), or a list in it with more than `max_items` items (`serve.max_sentences`): refused before FastAPI
-        validates the items one by one (76,000 sentences took 1.5 s of the event loop to be refused after that)."""
+    def undecodable(body: bytes, max_items: int) -> str | None:
+        """What makes `body` unreadable (not UTF-8, JSON nested too deeply, a number too long, a lone surrogate), or a
+        list in it over `max_items` (`serve.max_sentences`): FastAPI's validation took 1.5 s of the event loop to
+        refuse 76,000 sentences."""
         if not body:
             return None
         try:
@@ -191,10 +188,8 @@ class BodyGuard:
             if "digits" in str(exc):
                 return "a number in the body's JSON has more digits than can be read: send it as a string"
             return f"the body's JSON cannot be read ({printable(str(exc), limit=120)})"
-        too_many = too_many_items(value, max_items) if max_items is not None else None
-        # a "\ud800" escape decodes to a lone surrogate, which no tokenizer can encode: refused here, for every field
-        # of every program, rather than a 500 from deep inside a stage
-        return too_many or unicode_problem(value)
+        # a "\ud800" escape decodes to a lone surrogate, which no tokenizer can encode: refused here, not a 500 later
+        return too_many_items(value, max_items) or unicode_problem(value)
 
     @staticmethod
     def replay(body: bytes, receive: Receive) -> Receive:

@@ -12,9 +12,8 @@ from common.logs import printable
 
 class OncePerKind(logging.Filter):
     """On uvicorn's and asyncio's loggers: a warning or error of one kind (first line and exception type) is logged
-    once, then only at 10, 100, 1000, ... occurrences, so thousands of failing connections are a few lines. asyncio's
-    records and OSErrors never log their traceback; an application error's first one does. `counts` (`/health`
-    `connection_errors`) tells at most MAX_KINDS kinds apart."""
+    once, then at 10, 100, 1000, ... occurrences; only an application error's first one logs its traceback.
+    `counts` (`/health` `connection_errors`) tells at most MAX_KINDS kinds apart."""
 
     MAX_KINDS = 50
 
@@ -53,8 +52,7 @@ class OncePerKind(logging.Filter):
 
 
 class RedactQuery(logging.Filter):
-    """On uvicorn's access log: every query-string value is redacted (a token sent as `?token=...` is never written;
-    the API itself takes no query parameters)."""
+    """On uvicorn's access log: every query-string value is redacted (a `?token=...` is never written)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
@@ -67,14 +65,13 @@ class RedactQuery(logging.Filter):
 
 
 def install_log_filters() -> OncePerKind:
-    """The access-log redaction and a fresh error counter on uvicorn's and asyncio's loggers (replacing an earlier
-    app's in this process)."""
+    """The access-log redaction and a fresh error counter on uvicorn's and asyncio's loggers, replacing an earlier
+    app's."""
     counter = OncePerKind()
     for name, new in (("uvicorn.error", counter), ("asyncio", counter), ("uvicorn.access", RedactQuery())):
         logger = logging.getLogger(name)
         for old in [f for f in logger.filters if isinstance(f, type(new))]:
             logger.removeFilter(old)
-        # first: LiteLLM, once imported (lm=openai_compatible), puts its own access-log redaction on uvicorn.access,
-        # which rewrites the query before a later filter would see it
+        # first: LiteLLM's own access-log redaction on uvicorn.access rewrites the query before a later filter sees it
         logger.filters.insert(0, new)
     return counter

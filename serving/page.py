@@ -1,7 +1,6 @@
-"""The page `task=serve` shows at `/`: one self-contained HTML file (no build step, no CDN) that sends what a person
-pastes to the program's JSON endpoint and shows the result. Everything from a request or a response is set as text
-(`textContent`) inside its own `<bdi>`, never as HTML. With a token configured the page asks for it and sends it as
-the bearer token (kept in the page only, never in a URL or storage)."""
+"""The page `task=serve` shows at `/`: one self-contained HTML file that sends what a person pastes to the program's
+JSON endpoint and shows the result, every echoed text set as text in its own `<bdi>`, never as HTML. A configured
+token is asked for and kept in the page only, never in a URL or storage."""
 
 from __future__ import annotations
 
@@ -104,19 +103,11 @@ $('run').addEventListener('click', run);
 """
 
 
-def _controls(needs_token: bool) -> str:
-    token = ('<label for="token">Access token (this server requires one)</label>'
-             '<input type="password" id="token" autocomplete="off">') if needs_token else ""
-    return token + '<button id="run" type="button">Run</button><div id="status" aria-live="polite"></div>'
-
-
 def page(program: str, lm_name: str, path: str, needs_token: bool, limits: dict[str, Any],
          parts: tuple[str, str] | None) -> str:
-    """The page for `program` (its endpoint `path`). `parts` is the program's own (form HTML, script), from its
-    contract's `serve_page()`: the script defines `programBody()` (the request body from the form) and
-    `programRender(data)` (a node showing a response), and may use this page's `el`, `noteList` and `cite`. A
-    program without parts gets a page pointing to its JSON API. A program that needs an LM never gets here without
-    one: `task=serve` refuses to start and its one line names the `lm=` choices."""
+    """The page for `program` (its endpoint `path`). `parts` is the contract's `serve_page()` (form HTML, script): the
+    script defines `programBody()` (the request body) and `programRender(data)` (a node showing a response), and may
+    use this page's `el`, `noteList` and `cite`; without parts the page points to the JSON API."""
     config = json.dumps({"program": program, "lm": lm_name, "path": path, "needs_token": needs_token,
                          "limits": limits}).replace("<", "\\u003c")
     limits_line = (f"Limits: {limits['max_request_bytes']:,} bytes a request, {limits['max_sentences']:,} sentences, "
@@ -126,7 +117,11 @@ def page(program: str, lm_name: str, path: str, needs_token: bool, limits: dict[
                         '<a href="/openapi.json">openapi.json</a>).</p>'), ""
     else:
         form, program_script = parts
-        body, script = form + _controls(needs_token) + '<div id="result"></div>', _JS + program_script
+        token = ('<label for="token">Access token (this server requires one)</label>'
+                 '<input type="password" id="token" autocomplete="off">') if needs_token else ""
+        body = form + token + '<button id="run" type="button">Run</button><div id="status" aria-live="polite"></div>' \
+            '<div id="result"></div>'
+        script = _JS + program_script
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>clinprog: {esc(program)}</title>'
             f'<meta name="viewport" content="width=device-width,initial-scale=1">'
             '<link rel="icon" href="/favicon.ico" type="image/svg+xml">'

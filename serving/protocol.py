@@ -10,10 +10,8 @@ from common.settings import ServeSettings
 
 
 def bounded_h11(head_timeout_s: float) -> type:
-    """uvicorn's h11 protocol with a deadline for each request's head: a connection that has not sent a complete
-    request line and headers within `head_timeout_s` of opening (or of its last response) is closed. uvicorn times
-    out only an idle keep-alive connection, so one that sends nothing, or its headers a byte at a time, would hold its
-    file descriptor for good."""
+    """uvicorn's h11 protocol, closing a connection whose request head is not complete `head_timeout_s` after it
+    opened (or after its last response): uvicorn alone lets one that sends its headers a byte at a time stay open."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class BoundedH11(H11Protocol):
@@ -43,8 +41,7 @@ def bounded_h11(head_timeout_s: float) -> type:
 
 
 def server_args(settings: ServeSettings) -> dict[str, Any]:
-    """uvicorn's settings for serving under `settings` (serve.*): the connection cap, the head and keep-alive timeouts
-    (`uvicorn.run(app, **server_args(s))`; a test adds its port and log config)."""
+    """`uvicorn.run(app, **server_args(s))`'s settings for serve.*."""
     return {"host": settings.host, "port": settings.port, "log_level": "info", "timeout_graceful_shutdown": 5,
             "limit_concurrency": settings.max_connections, "timeout_keep_alive": settings.keep_alive_s,
             "http": bounded_h11(settings.read_timeout_s)}
