@@ -1,8 +1,5 @@
-"""Signatures of the ArchEHR-QA 2026 cascade: interpret -> score evidence -> answer -> align.
-
-`{max_words}` in an instruction or field description is filled by `with_limits` from the same config value that
-the stage's code enforces (`program.question.max_words`, `program.answer.max_words`).
-"""
+"""Signatures of the ArchEHR-QA 2026 cascade: interpret -> score evidence -> answer -> align. `with_limits` fills
+`{max_words}` from the config value the stage's code enforces."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Per-call JSON-schema constraints for output fields.
-
-A signature is static, but the valid outputs of a stage depend on the case (one score per note sentence,
-evidence ids that exist in this note, a length bound). `with_output_schema` attaches a JSON schema to one
-output field of a signature copy; `ConstrainedJSONAdapter` merges it into the structured-output schema that
-grammar-capable backends (llama.cpp, Gemini) decode under. The Python type, and so DSPy's parsing, stays
-unchanged and lenient: the stage itself drops and counts bad ids instead of failing the whole call.
-"""
+"""Per-call JSON-schema bounds on output fields (evidence ids of this note, a length), which `ConstrainedJSONAdapter`
+merges into the schema grammar-capable backends (llama.cpp, Gemini) decode under. DSPy's parsing stays lenient: a
+stage drops and counts bad ids itself instead of failing the whole call."""
 
 from __future__ import annotations
 
@@ -30,24 +25,16 @@ def with_output_schema(signature: type[dspy.Signature], field: str, json_schema:
 
 def with_output_variants(signature: type[dspy.Signature], field: str,
                          variants: dict[str, dict[str, dict[str, Any]]]) -> type[dspy.Signature]:
-    """Return `signature` whose output `field` (a choice, written before the fields it governs) decides what the
-    other output fields may hold: `variants` maps each allowed value of `field` to per-field schemas that hold
-    only after that value, e.g. {"final_mistake": {"sentence_id": {"enum": ids}}, "no_error": {"sentence_id":
-    {"const": -1}}}. Backends that decode a grammar (llama.cpp: in process, `grammar_variants` on the LM; its
-    server, `structured_output=json_object_schema`) get one object schema per value (`anyOf`); the others get the
-    flat schema, where each field allows the union, and the stage checks the combination itself as before."""
+    """Return `signature` whose output `field` (a choice, written before the fields it governs) bounds the others:
+    `variants` maps each value of `field` to per-field schemas, e.g. {"no_error": {"sentence_id": {"const": -1}}}.
+    Backends that decode a grammar (an LM with `grammar_variants`, a server with
+    `structured_output=json_object_schema`) get one object schema per value (`anyOf`); the others the flat schema."""
     return signature.with_updated_fields(field, **{VARIANTS_KEY: {k: dict(v) for k, v in variants.items()}})
 
 
-def grammar_variants(lm: Any) -> bool:
-    """Whether `lm` decodes under a grammar that takes a root `anyOf` of objects (llama.cpp)."""
-    return bool(getattr(lm, "grammar_variants", False))
-
-
 class ConstrainedJSONAdapter(dspy.JSONAdapter):
-    """DSPy's JSONAdapter, plus the per-field schemas attached with `with_output_schema`, and strict types for text:
-    a list or an object where a `str` field is expected is a parse failure (the stage's fallback), never the text
-    "['x']" (DSPy would otherwise cast it with str())."""
+    """DSPy's JSONAdapter with the per-field schemas of `with_output_schema`, and strict text: a list or an object for a
+    `str` field is a parse failure (the stage's fallback), never the text "['x']" DSPy's str() would make."""
 
     def parse(self, signature, completion):
         import json_repair
@@ -72,7 +59,8 @@ class ConstrainedJSONAdapter(dspy.JSONAdapter):
         fmt = lm_kwargs.get("response_format")
         if not hasattr(fmt, "model_json_schema"):
             return  # plain JSON mode, or no structured output on this backend
-        schema = self.schema(signature, fmt.model_json_schema(), variants=grammar_variants(lm))
+        # llama.cpp's grammar takes a root `anyOf` of objects
+        schema = self.schema(signature, fmt.model_json_schema(), variants=bool(getattr(lm, "grammar_variants", False)))
         fmt.model_json_schema = lambda *args, **kwargs: schema
 
     def schema(self, signature, base: dict[str, Any] | None = None, variants: bool = False) -> dict[str, Any]:
@@ -115,10 +103,8 @@ class ConstrainedJSONAdapter(dspy.JSONAdapter):
         return out
 
     def _server_response_format(self, mode: str, lm_kwargs: dict[str, Any], signature) -> None:
-        """The per-case schema for a server whose accepted form we know, in DSPy's canonical `json_schema` form: the
-        engine sends it as that server takes it (lms/openai_compatible_engine.wire_response_format: OpenAI/vLLM
-        `json_schema`, llama.cpp's server `json_object` + `schema`, grammar-constrained, so it gets the variants),
-        a bare `json_object`, or nothing."""
+        """The per-case schema for a server whose accepted form we know, as DSPy's `json_schema` (the engine rewrites it
+        for its server: lms/openai_compatible_engine.wire_response_format), a bare `json_object`, or nothing."""
         if mode == "none":
             lm_kwargs.pop("response_format", None)
         elif mode == "json_object":
