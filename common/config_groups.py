@@ -1,7 +1,5 @@
-"""Config groups: which option of each group a run chose, and the options a group offers (for reports and one-line
-errors). Hydra records the choices in `hydra.runtime.choices`, not in the composed config; `runners/dispatch.py`
-(and `compose_config`) copies them in as `choices`, so reports and `config.json` name `evidence=embedding` as the
-command line chose it."""
+"""Config groups: which option of each group a run chose, and the options a group offers. Hydra records the choices
+in `hydra.runtime.choices`; they are copied into the config as `choices`, so reports and `config.json` name them."""
 
 from __future__ import annotations
 
@@ -37,7 +35,7 @@ def compose_config(*overrides: str) -> DictConfig:
 
 def choice(cfg: Any, group: str) -> str | None:
     """The option the run chose for `group` (a path under conf/, e.g. `program/archehr/evidence`); None when the
-    config holds no choices (a config written by hand) or the group was not chosen."""
+    config holds no choices or the group was not chosen."""
     choices = cfg.get(CHOICES) if hasattr(cfg, "get") else None
     if not choices:
         return None
@@ -46,8 +44,7 @@ def choice(cfg: Any, group: str) -> str | None:
 
 
 def chosen_name(cfg: Any, group: str, node: Any) -> str:
-    """What to call the option of `group` that built `node`: the run's choice, else (a config without choices, e.g.
-    one written by hand) the last part of the node's `_target_`."""
+    """What to call the option of `group` that built `node`: the run's choice, else the last part of its `_target_`."""
     return choice(cfg, group) or str(node.get("_target_") or "none").rsplit(".", 1)[-1]
 
 

@@ -1,6 +1,5 @@
-"""The program contract: what each program declares once, so one runner skeleton serves every program (docs/layout.md).
-`conf/program/<name>.yaml` names the `module` (the dspy.Module) and the `contract` (a `ProgramContract` subclass);
-runners/program.py does the same walk for every program."""
+"""The program contract: what each program declares once, so one runner skeleton (runners/program.py) serves every
+program. `conf/program/<name>.yaml` names the `module` (the dspy.Module) and the `contract`."""
 
 from __future__ import annotations
 
@@ -18,7 +17,6 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
 Item = TypeVar("Item")
-Metric = Callable[..., float]
 
 
 class Inputs(Generic[Item]):
@@ -52,14 +50,13 @@ class ProgramContract(ABC, Generic[Item]):
     record_fields: tuple[str, ...] = ()
 
     def record_problem(self, record: dict[str, Any]) -> str | None:
-        """Why a saved record cannot make this program's outputs (a hand-edited or foreign predictions.jsonl line;
-        task=merge refuses it), or None."""
+        """Why a saved record (a hand-edited or foreign line) cannot make this program's outputs, or None."""
         missing = [name for name in self.record_fields if name not in record]
         return f"lacks {', '.join(missing)}" if missing else None
 
     def subset(self, inputs: Inputs[Item], ids: set[str]) -> Inputs[Item]:
-        """The items whose ids are in `ids`, in input order, with their references (data.shard runs one slice);
-        a program whose references list every item overrides this to cut them too."""
+        """The items whose ids are in `ids`, in input order (data.shard runs one slice); a program whose references
+        list every item overrides this to cut them too."""
         return Inputs([i for i in inputs.items if self.item_id(i) in ids], references=inputs.references,
                       files=inputs.files)
 
@@ -71,7 +68,7 @@ class ProgramContract(ABC, Generic[Item]):
     @abstractmethod
     def build(self, cfg: DictConfig, role_lms: dict[str, dspy.LM] | None, **resources: Any) -> dspy.Module:
         """Instantiate `cfg.program.module` with the shared runtime resources (LMs, embedder, search tool);
-        `resources` given by the caller (an already loaded embedder, a test's search function) are used as they are."""
+        `resources` the caller gives (a loaded embedder, a test's search function) are used as they are."""
 
     @abstractmethod
     def predict(self, program: dspy.Module, item: Item) -> dict[str, Any]:
@@ -113,8 +110,7 @@ class ProgramContract(ABC, Generic[Item]):
 
     def write_readable(self, cfg: DictConfig, inputs: Inputs[Item], records: list[dict[str, Any]],
                        out: Path) -> list[Path]:
-        """Files a person reads beside the official ones (answers.md; the numbered notes a run of plain rows used);
-        the default writes none."""
+        """Files a person reads beside the official ones (answers.md); the default writes none."""
         return []
 
     def fingerprint_extra(self, cfg: DictConfig) -> dict[str, Any]:
@@ -122,7 +118,7 @@ class ProgramContract(ABC, Generic[Item]):
         return {}
 
     # --- compiling ----------------------------------------------------------------------------------------------
-    objectives: dict[str, Metric] = {}
+    objectives: dict[str, Callable[..., float]] = {}
 
     def examples(self, cfg: DictConfig, split: str) -> list[dspy.Example]:
         raise NotImplementedError(f"program={self.name} cannot be compiled")
@@ -132,8 +128,7 @@ class ProgramContract(ABC, Generic[Item]):
         return f"score {value:.3f} (1.0 is a perfect match)"
 
     # --- serving (task=serve) -----------------------------------------------------------------------------------
-    # `POST /v1/<name>/<serve_verb>` serves one item; serving/app.py builds the route from these declarations and
-    # knows no program. A contract that declares no serve_schemas() cannot be served (one error line at start).
+    # `POST /v1/<name>/<serve_verb>` serves one item; serving/app.py builds the route from these declarations
     serve_verb: str = ""
     serve_aliases: tuple[str, ...] = ()   # further paths of the same endpoint (URLs kept from earlier releases)
 
@@ -141,7 +136,7 @@ class ProgramContract(ABC, Generic[Item]):
         return f"/v1/{self.name}/{self.serve_verb}"
 
     def serve_schemas(self) -> tuple[type[BaseModel], type[BaseModel]]:
-        """The request and response bodies (pydantic models; the OpenAPI document is generated from them)."""
+        """The request and response bodies (pydantic models)."""
         raise ConfigError(f"program={self.name} cannot be served: its contract declares no serve_schemas() "
                           "(request and response models)")
 
@@ -154,16 +149,16 @@ class ProgramContract(ABC, Generic[Item]):
         return len(getattr(item, "sentences", ()))
 
     def serve_response(self, record: dict[str, Any], lm_failure: str | None, seconds: float) -> dict[str, Any]:
-        """The response body of the record `predict` returned (`lm_failure`: what failed, when the fallback answered)."""
+        """The response body of a record (`lm_failure`: what failed, when the fallback answered)."""
         raise ConfigError(f"program={self.name} cannot be served: its contract declares no serve_response()")
 
     def serve_page(self) -> tuple[str, str] | None:
-        """The program's part of the page at `/` (serving/page.py): its form's HTML and a script defining
-        `programBody()` and `programRender(data)`; None: the page points to the JSON API."""
+        """The program's form on the page at `/` (serving/page.py): its HTML and a script defining `programBody()`
+        and `programRender(data)`; None: the page points to the JSON API."""
         return None
 
     def serve_echo(self, item: Item) -> dict[str, Any]:
-        """Fields of the item the response repeats as the program read it (ArchEHR: the note's numbered sentences)."""
+        """Fields of the item the response repeats as the program read it (the note's numbered sentences)."""
         return {}
 
     def serve_lm_failure(self, item: Item, failure: str) -> dict[str, Any] | None:

@@ -1,7 +1,6 @@
-"""Patient text is data, never control tokens. llama.cpp, its server and vLLM tokenize a prompt with special tokens
-recognised, so `<|im_start|>` or `[INST]` typed by a patient would end or open a turn. Every LM path removes them
-from the text it sends (`strip_control_tokens`): the marker families chat templates use and, where the vocabulary is
-at hand, each of the model's own control tokens."""
+"""Patient text is data, never control tokens: llama.cpp and vLLM tokenize a prompt with special tokens recognised,
+so `<|im_start|>` typed by a patient would open a turn. Every LM path removes the marker families chat templates use
+and, where the vocabulary is at hand, the model's own control tokens."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ _FAMILIES = re.compile(
 
 
 def strip_control_tokens(text: str, extra: Iterable[str] = ()) -> str:
-    """`text` with every control-token string removed (each replaced by one space, so words on either side stay
-    apart); `extra`: a model's own control-token strings. Text without any is returned unchanged."""
+    """`text` with every control-token string (and `extra`: a model's own) replaced by one space."""
     out = _FAMILIES.sub(" ", text)
     for token in extra:
         if token and token in out:
@@ -36,8 +34,8 @@ def has_control_tokens(text: str, extra: Iterable[str] = ()) -> bool:
 
 
 def vocabulary_control_tokens(llm: object) -> tuple[str, ...]:
-    """The text of each control token in a loaded llama-cpp-python model's vocabulary (e.g. SmolLM2's
-    `<|im_start|>`, `<repo_name>`, `<filename>`), longest first; () when it cannot be read."""
+    """The text of each control token in a loaded llama-cpp-python model's vocabulary, longest first; () when it
+    cannot be read."""
     try:
         import llama_cpp
 

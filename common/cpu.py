@@ -1,14 +1,9 @@
-"""How many threads a CPU-bound step should use now, so that a run stays fair on a machine shared with other work.
+"""How many threads a CPU-bound step should use now, on a machine shared with other work.
 
-llama.cpp and torch meet at a barrier after every operation, so a thread descheduled by another process stalls them
-all (on 2 cores beside two busy processes the default run took 4.45x its time alone). `threads: auto` (the default)
-therefore asks, at each step, how many cores are free now: the usable cores less the threads running elsewhere
-(`procs_running` in /proc/stat), at least one.
-
-Results never depend on the thread count. llama.cpp computes each output element on one thread; torch does not
-promise that (split sums differ by order), so torch runs every product on one thread and gives the step's threads
-whole batches (`single_thread_products`, `threads_for_step`). tests/test_predictable.py checks both.
-"""
+llama.cpp and torch meet at a barrier after every operation, so one descheduled thread stalls them all (on 2 cores
+beside two busy processes the default run took 4.45x its time alone): `threads: auto` uses the cores free now.
+Results never depend on the thread count: torch runs every product on one thread and gives the step's threads whole
+batches (`single_thread_products`, `threads_for_step`)."""
 
 from __future__ import annotations
 
@@ -29,8 +24,7 @@ def usable_cores() -> int:
 
 
 def _running_here() -> int:
-    """Threads of this process that are runnable now (the caller included): an OpenMP or llama.cpp worker still
-    spinning after its last task is one of ours, not other work."""
+    """Runnable threads of this process (an OpenMP worker still spinning is ours, not other work)."""
     count = 0
     try:
         tasks = os.listdir("/proc/self/task")
@@ -47,8 +41,8 @@ def _running_here() -> int:
 
 
 def running_elsewhere(samples: int = 3) -> int:
-    """Runnable threads on the machine outside this process: the fewest of `samples` reads (a thread runnable for an
-    instant, a kernel worker or a shell command, is not load; busy work is runnable in every read); 0 when unknown."""
+    """Runnable threads outside this process: the fewest of `samples` reads (a thread runnable for an instant is not
+    load); 0 when unknown."""
     seen: int | None = None
     for _ in range(samples):
         try:
@@ -80,8 +74,8 @@ def threads_setting(value: object, where: str) -> int | str:
 
 
 def threads_from_environment(default: str = "auto") -> int | str:
-    """The `clinprog.threads` resolver: $CLINPROG_LLAMA_THREADS ("auto" or a whole number), else `default`.
-    The variable's value is never echoed: an error names the variable only (it could hold anything)."""
+    """The `clinprog.threads` resolver: $CLINPROG_LLAMA_THREADS ("auto" or a whole number), else `default`. An error
+    never echoes the value (it could hold anything)."""
     raw = os.environ.get(THREADS_ENV)
     if raw is None:
         return default
@@ -94,8 +88,7 @@ def threads_from_environment(default: str = "auto") -> int | str:
 
 
 def register_resolver() -> None:
-    """`${clinprog.threads:}` in configs; a plain resolver (its value is never parsed as config grammar, unlike
-    `oc.decode`, which would resolve `${oc.env:SECRET}` written into the variable)."""
+    """`${clinprog.threads:}` in configs; a plain resolver, so the variable is never parsed as config grammar."""
     from omegaconf import OmegaConf
 
     if not OmegaConf.has_resolver("clinprog.threads"):
@@ -103,8 +96,7 @@ def register_resolver() -> None:
 
 
 def omp_limit() -> int:
-    """$OMP_NUM_THREADS when it is a positive whole number (a Ray worker of 1 CPU, the test workers set it), else the
-    usable cores: the most threads torch may use."""
+    """The most threads torch may use: $OMP_NUM_THREADS when it is a positive whole number, else the usable cores."""
     raw, cores = os.environ.get("OMP_NUM_THREADS", "").strip(), usable_cores()
     return max(1, min(int(raw), cores)) if raw.isascii() and raw.isdigit() and int(raw) > 0 else cores
 
@@ -116,7 +108,7 @@ def threads_for_step(setting: int | str = "auto") -> int:
 
 def single_thread_products() -> None:
     """Run torch's products on one intra-op thread from the calling thread on (OpenMP's count is per thread, so a pool
-    thread calls this itself): each product's summation order is then the same whatever the step's thread count."""
+    thread calls this itself): a product's summation order is then the same whatever the thread count."""
     import torch
 
     if torch.get_num_threads() != 1:

@@ -20,15 +20,14 @@ class RunFolderError(ClinprogError):
 
 
 def import_failure(exc: BaseException) -> str:
-    """The line of Hydra's "Error loading 'x.y'" message that says why (`ModuleNotFoundError("No module named 'x'")`);
-    its first line otherwise."""
+    """The line of Hydra's "Error loading 'x.y'" message that says why; its first line otherwise."""
     lines = str(exc).splitlines() or [type(exc).__name__]
     return next((line.strip() for line in lines if "Error(" in line), lines[0])
 
 
 def wrapped(exc: BaseException, kind: type[E]) -> E | None:
-    """`exc` or the first exception it was raised from or while handling (Hydra wraps a builder's error with
-    `raise ... from`, omegaconf a resolver's while handling it) that is a `kind`; None when none is."""
+    """`exc` or the first exception in its cause/context chain that is a `kind` (Hydra wraps a builder's error,
+    omegaconf a resolver's); None when none is."""
     seen: BaseException | None = exc
     while seen is not None:
         if isinstance(seen, kind):
@@ -39,12 +38,9 @@ def wrapped(exc: BaseException, kind: type[E]) -> E | None:
 
 @contextmanager
 def through_instantiate() -> Iterator[None]:
-    """A `ClinprogError` raised while Hydra's `instantiate` builds an object is raised as itself.
-
-    `instantiate` wraps whatever a builder raises in `InstantiationException` (`raise ... from e`, once per nesting
-    level), so a builder's one-line refusal (`program.embedder.threads=0`) reached `main.py` as a Hydra traceback.
-    The chain is followed through `__cause__` only: an exception merely raised while handling ours is not ours.
-    Around the whole task (runners/dispatch.py), so no caller of `instantiate` needs its own wrapper."""
+    """A `ClinprogError` raised while Hydra's `instantiate` builds an object is raised as itself, not wrapped in
+    `InstantiationException` once per nesting level. Only `__cause__` is followed: an exception merely raised while
+    handling ours is not ours."""
     from hydra.errors import InstantiationException
 
     try:
@@ -67,8 +63,8 @@ def _full_key(message: str) -> str:
 
 
 def _keyed(exc: ClinprogError, full_key: str) -> ClinprogError:
-    """`exc` with the knob it names from its own node (`embedder.threads`, a builder knows only its group's name)
-    named from the config's root (`program.embedder.threads`), which is what the user types."""
+    """`exc` naming its knob from the config's root (`program.embedder.threads`, what the user types), not from its
+    own node (`embedder.threads`)."""
     message = str(exc)
     head, _, parent = full_key.rpartition(".")
     if not head or not message.startswith(parent + "."):

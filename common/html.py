@@ -1,6 +1,5 @@
-"""Building blocks of the HTML reports: one page shell (inline CSS and JS), escaping, tables, an SVG bar chart,
-word diffs and filters. Every mark has a text label as well as a colour; every control is a native, keyboard-
-reachable element; the layout wraps at phone width."""
+"""Building blocks of the HTML reports: one page shell (inline CSS and JS), escaping, tables, an SVG bar chart, word
+diffs and filters. Every mark has a text label as well as a colour; every control is a native element."""
 
 from __future__ import annotations
 
@@ -60,10 +59,8 @@ def esc(value: Any) -> str:
 
 
 def echo(value: Any) -> str:
-    """`value` escaped and isolated (`<bdi>`) for an element's content: text that came from a run's inputs or records
-    (a note sentence, an id, a question) may hold right-to-left overrides (U+202E) or isolates (U+2067), which
-    would otherwise reorder the report's own text after it (a citation `[3]` shown as `]3[`, "(essential)" as
-    "(laitnesse)"). `esc` stays for attributes and for the report's own words."""
+    """`value` escaped and isolated (`<bdi>`) for an element's content: text from a run's inputs may hold bidi
+    overrides (U+202E) that would reorder the report's own text after it. `esc` stays for attributes and our words."""
     return f"<bdi>{esc(value)}</bdi>"
 
 

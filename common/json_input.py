@@ -1,6 +1,5 @@
-"""JSON read from what a user hands in (keys, submissions, shard folders, run records, corpora): `json.loads`, except
-that a document nested too deeply for Python to read (100,000 `[`) is a `json.JSONDecodeError` like any other
-malformed JSON, so each reader's one-line refusal covers it instead of a RecursionError traceback."""
+"""JSON read from what a user hands in: `json.loads`, but a document nested too deeply for Python (100,000 `[`) is a
+`json.JSONDecodeError` like any other malformed JSON, not a RecursionError traceback."""
 
 from __future__ import annotations
 

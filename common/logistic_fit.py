@@ -1,6 +1,5 @@
-"""Fitting a `LogisticHead` and its selection rule, without knowing what the features are: the regression itself,
-folds, out-of-fold probabilities, the choice of the L2 strength C and of the selection rule on them. A learned
-stage's own `fit` (programs/archehr/evidence/fit.py, alignment/fit.py) builds its design matrices and scores, and calls these."""
+"""Fitting a `LogisticHead` and its selection rule, whatever the features: the regression, out-of-fold
+probabilities, and the choice of the L2 strength C and of the selection rule on them."""
 
 from __future__ import annotations
 
@@ -59,9 +58,8 @@ def out_of_fold(cases: list, fit, predict, k: int) -> list[np.ndarray]:
 
 def fit_chosen_c(cases: list, make_fit, probabilities, grid: dict[str, list], score, c: float | None,
                   inner_folds: int, c_grid: tuple[float, ...] = C_GRID) -> tuple[LogisticHead, dict[str, Any], float, float]:
-    """(scorer fitted on every case, selection rule, its out-of-fold F1, C): the regularisation C (given, or the one
-    of `c_grid` whose out-of-fold F1 with its best selection rule is highest) and the rule are both chosen on
-    probabilities of cases the scorer was not fitted on."""
+    """(scorer fitted on every case, selection rule, its out-of-fold F1, C): C (given, or the best of `c_grid`) and
+    the rule are both chosen on out-of-fold probabilities."""
     best: tuple[float, float, dict[str, Any]] | None = None
     for value in (c,) if c is not None else c_grid:
         oof = out_of_fold(cases, make_fit(value), probabilities, inner_folds)

@@ -1,9 +1,6 @@
-"""Strip the markup an LM sometimes leaks into a plain-text output field: code fences (and JSON debris after one),
-markdown emphasis, headings and bullets, HTML-ish tags and chat-template tokens.
-
-Every LM stage runs its string outputs through here before its word limit and counts a change as a repair. The
-rules are narrow so clinical text is never touched: `<` and `>` stay unless they form a known tag (`BP <120/80`),
-`*` stays inside words, numbered lists keep their text."""
+"""Strip the markup an LM sometimes leaks into a plain-text output field (code fences, markdown, HTML-ish tags,
+chat-template tokens); every LM stage counts a change as a repair. The rules are narrow so clinical text is never
+touched: `<` stays unless it opens a known tag (`BP <120/80`), `*` stays inside words, numbered lists keep their text."""
 
 from __future__ import annotations
 
@@ -53,11 +50,8 @@ def _unfence(text: str) -> str:
 
 
 def strip_markup(text: str) -> tuple[str, bool]:
-    """`(clean text, whether markup was removed)`; the clean text has its whitespace collapsed.
-
-    Whitespace alone is not a repair: the stages normalise it anyway, so counting it would make every multi-line
-    answer a "repair".
-    """
+    """`(clean text, whether markup was removed)`; the clean text has its whitespace collapsed (whitespace alone is
+    not a repair: the stages normalise it anyway)."""
     out = _unfence(text)
     out = _THINK.sub(" ", out)
     out = _SPECIAL_TOKEN.sub(" ", _TAG.sub(" ", out))
@@ -70,11 +64,8 @@ def strip_markup(text: str) -> tuple[str, bool]:
 
 
 def without_markup(text: str | None) -> tuple[str, bool]:
-    """Like `strip_markup`, but text without markup comes back exactly as it was (whitespace included).
-
-    For outputs that are fed back into later prompts (the MEDIQA-CORR agent's history, reviews, reflexions): a clean
-    output then leaves every prompt byte-identical, so DSPy cache hits and compiled programs stay valid.
-    """
+    """Like `strip_markup`, but text without markup comes back exactly as it was: outputs fed back into later
+    prompts then leave them byte-identical, so DSPy cache hits and compiled programs stay valid."""
     raw = text or ""
     clean, changed = strip_markup(raw)
     return (clean, True) if changed else (raw, False)

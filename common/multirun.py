@@ -1,17 +1,10 @@
-"""A Hydra multirun (`python main.py -m ...`) in which one job fails still runs every other job, then says which
-failed and exits non-zero (a job's `SystemExit(2)` would stop the basic launcher, or end joblib's launching process
-while its jobs still ran).
-
-- `job_failed(line)` (runners/dispatch.py) writes the line to the job's `main.log`, a `failed.json` marker beside it
-  ({"job", "overrides", "error", "unexpected"}), prints that the sweep goes on, and the task returns None.
-- `MultirunFailuresCallback` (hydra.callbacks) runs in the launching process: at the end it prints one `error:` line
-  per failed job of this sweep and exits 2 (1 where a job failed on a bug). A job rerun into the same folder drops
-  its old marker when it starts. The markers go through the job folders, so every launcher works the same."""
+"""A Hydra multirun in which one job fails still runs every other job, then says which failed and exits non-zero.
+A failed job writes a `failed.json` marker into its folder (`job_failed`); the launching process's
+`MultirunFailuresCallback` lists them at the end. Going through the job folders, it works with every launcher."""
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -21,14 +14,14 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from common import json_input
-from common.outputs import in_multirun, record_failure
+from common.outputs import in_multirun, record_failure, write_text
 
 MARKER = "failed.json"
 
 
 def job_failed(line: str, unexpected: bool = False) -> bool:
-    """In a multirun job: record `line` (an `error: ...` line) for the sweep's summary and return True (the task then
-    returns instead of exiting, so the next job runs). Outside a multirun: False, nothing done."""
+    """In a multirun job: record `line` for the sweep's summary and return True (the task then returns instead of
+    exiting, so the next job runs). Outside a multirun: False."""
     if not in_multirun():
         return False
     from hydra.core.hydra_config import HydraConfig
@@ -38,14 +31,12 @@ def job_failed(line: str, unexpected: bool = False) -> bool:
     message = line.removeprefix("error: ")
     print(f"multirun job #{num} failed (the sweep goes on; each failed job is listed at its end): {message}",
           file=sys.stderr)
-    record_failure(line)  # main.log; a multirun job's folder is kept (common/outputs.py)
+    record_failure(line)
     out = Path(hydra.runtime.output_dir)
     record = {"job": num, "overrides": list(hydra.overrides.task), "error": line, "unexpected": unexpected}
     try:
         out.mkdir(parents=True, exist_ok=True)
-        tmp = out / f"{MARKER}.tmp"
-        tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, out / MARKER)
+        write_text(out / MARKER, json.dumps(record, indent=2) + "\n")
     except OSError as exc:  # the line above still said it; the summary cannot
         print(f"multirun job #{num}: cannot write {out / MARKER} ({exc})", file=sys.stderr)
     return True
@@ -56,8 +47,7 @@ def _key(override: str) -> str:
 
 
 def varying(job_overrides: list[str], sweep_overrides: list[str]) -> list[str]:
-    """The job's overrides less those the whole sweep fixed (given once on the command line, not swept): what tells
-    this job from the others (all of them where nothing is left)."""
+    """The job's overrides less those the whole sweep fixed: what tells this job from the others."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     try:
@@ -70,8 +60,7 @@ def varying(job_overrides: list[str], sweep_overrides: list[str]) -> list[str]:
 
 
 class MultirunFailuresCallback(Callback):
-    """After every job of a multirun: one `error:` line per failed job (its number, its varying overrides, why, its
-    folder), then exit code 2 (1 where a failure was a bug). Silent when every job succeeded."""
+    """After a multirun: one `error:` line per failed job, then exit code 2 (1 where a failure was a bug)."""
 
     def __init__(self) -> None:
         self.started = time.time()

@@ -1,8 +1,6 @@
 """Sentence splitting, one rule for everything: an answer or a narrative (`split_sentences`), and a note pasted as
-plain text, split into numbered sentences the way a case file holds them (`split_note`: one per line, and a line of
-several sentences split at sentence ends; a header such as "HOSPITAL COURSE:" stays its own sentence; a list
-number such as "1." and an abbreviation such as "e.g." or "Dr." stay with the words after them).
-`split_note(text, "lines")` takes each line as one sentence, as given, for a note its writer already split."""
+plain text, split into numbered sentences the way a case file holds them (`split_note`: each line split at sentence
+ends; a list number such as "1." or an abbreviation such as "Dr." stays with the words after it)."""
 
 from __future__ import annotations
 
@@ -54,8 +52,7 @@ def split_note(text: str, split: str = "sentences") -> list[str]:
 
 def cut_long(sentence: str, max_chars: int) -> list[str]:
     """`sentence` in pieces of at most `max_chars` characters, cut at the last space before the limit (anywhere when
-    a piece has none): a 5,000-character "sentence" (a table pasted without full stops) would otherwise be one unit
-    the embedder truncates and an answer cannot quote."""
+    a piece has none): a table pasted without full stops would otherwise be one unit the embedder truncates."""
     pieces: list[str] = []
     rest = sentence.strip()
     while len(rest) > max_chars:
@@ -67,8 +64,8 @@ def cut_long(sentence: str, max_chars: int) -> list[str]:
 
 
 def numbered_note(text: str, max_chars: int, split: str = "sentences") -> tuple[list[str], list[range]]:
-    """`split_note(text, split)` with every sentence over `max_chars` cut by length (`cut_long`); also, per cut
-    sentence, the 0-based indices of its pieces in the returned list, so the run can say which sentences were cut."""
+    """`split_note(text, split)` with every sentence over `max_chars` cut (`cut_long`); also, per cut sentence, the
+    indices of its pieces in the returned list."""
     out: list[str] = []
     cut: list[range] = []
     for sentence in split_note(text, split):

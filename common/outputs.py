@@ -1,5 +1,5 @@
 """A task's output folder and how files are written into it: atomically (write-then-rename), JSON without NaN, the
-run's own main.log line, and a failed run's tidy-up (library code, shared by every runner)."""
+run's own main.log line, and a failed run's tidy-up."""
 
 from __future__ import annotations
 
@@ -41,9 +41,8 @@ def in_multirun() -> bool:
 
 
 def record_failure(line: str) -> None:
-    """The error line goes to the run's main.log too; a run folder holding nothing of the run's own is removed (a
-    folder another run holds has its run.lock, and one with predictions has them: both are kept; so is a multirun
-    job's, whose main.log says why that job failed)."""
+    """The error line goes to the run's main.log too; a run folder holding nothing of the run's own is removed (but
+    a multirun job's, whose main.log says why that job failed)."""
     try:
         out = output_dir()
     except Exception:  # noqa: BLE001 - no run folder to speak of
@@ -52,7 +51,7 @@ def record_failure(line: str) -> None:
     no_content = {".hydra", "main.log", "fingerprint.json"}
     if not in_multirun() and out.is_dir() and all(
             p.name in no_content or (p.name == "predictions.jsonl" and p.stat().st_size == 0) for p in out.iterdir()):
-        shutil.rmtree(out, ignore_errors=True)  # nothing of the run's own: no clutter of near-empty folders
+        shutil.rmtree(out, ignore_errors=True)
         for parent in _default_layout_parents(out):  # outputs/<task>/ and outputs/, when this was their only run
             with contextlib.suppress(OSError):
                 parent.rmdir()  # only ever removes an empty folder
@@ -61,9 +60,8 @@ def record_failure(line: str) -> None:
 
 
 def _default_layout_parents(out: Path) -> list[Path]:
-    """`outputs/<task>/` and `outputs/` of the working directory when `out` is a run folder of the default layout
-    (conf/config.yaml's `hydra.run.dir`); no folder otherwise: above a folder the command chose elsewhere, an empty
-    folder (a new project folder, the working directory itself) is the user's and was there before the run."""
+    """`outputs/<task>/` and `outputs/` of the working directory when `out` is a run folder of the default layout;
+    none otherwise (an empty folder above one the command chose is the user's)."""
     outputs = Path.cwd().resolve() / "outputs"
     task = out.resolve().parent
     return [task, outputs] if task.parent == outputs else []
@@ -80,13 +78,11 @@ def _clean(value: Any) -> Any:
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Write-then-rename: a reader (or a crash) never sees half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(_clean(data), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_text(path, json.dumps(_clean(data), indent=2, ensure_ascii=False) + "\n")
 
 
 def write_text(path: Path, text: str) -> None:
+    """Write-then-rename: a reader (or a crash) never sees half a file."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)

@@ -1,8 +1,5 @@
-"""One line for a command line Hydra cannot compose, instead of Hydra's multi-line message.
-
-A stage option's file holds only its own parameters, so a key missing from the chosen file (Hydra's "not in
-struct", which suggests a `+` that would only move the problem) belongs to another option or to none: the line says
-which, and how to switch. The rest of the command line is composed only on this error path."""
+"""One line for a command line Hydra cannot compose, naming the closest valid key, group or option, instead of
+Hydra's multi-line message (which advises `+key=...`, adding the typo as a new key)."""
 
 from __future__ import annotations
 
@@ -27,8 +24,7 @@ MAX_NESTING = 32  # brackets deep in one override: Hydra's parser and OmegaConf 
 
 
 def too_deeply_nested(argv: list[str]) -> str | None:
-    """The refusal line for the first override whose value nests `[`/`{` deeper than MAX_NESTING (300 levels were a
-    RecursionError traceback from Hydra); None when there is none."""
+    """The refusal line for the first override whose value nests `[`/`{` deeper than MAX_NESTING; None when none does."""
     for arg in argv:
         depth = deepest = 0
         for ch in arg:
@@ -45,7 +41,7 @@ def too_deeply_nested(argv: list[str]) -> str | None:
 
 def dead_stage_key(key: str, cfg: DictConfig) -> str | None:
     """The refusal line for `program.<stage>.<param>` (a key Hydra could not set) when the stage implementation `cfg`
-    chose has no such parameter; None when `key` is not a stage parameter of `cfg`'s program."""
+    chose has no such parameter (it belongs to another option or none); None when `key` is no stage parameter."""
     parts = key.lstrip("+~").split(".")
     if len(parts) < 3 or parts[0] != "program":
         return None
@@ -53,8 +49,7 @@ def dead_stage_key(key: str, cfg: DictConfig) -> str | None:
     node: Any = cfg.program.get(stage)
     group = f"program/{cfg.program.name}/{stage}"
     current = choice(cfg, group)
-    # a stage is a config group of its own; an option without parameters (program/archehr/grounding=none) composes
-    # to an empty node, which is still a stage lacking the key (it was "program.grounding has: " and an empty list)
+    # an option without parameters (grounding=none) composes to an empty node: still a stage lacking the key
     if current is None or not (CONF / group).is_dir() or (hasattr(node, "get") and name in node):
         return None
     option_keys = _option_keys(group)
@@ -102,8 +97,6 @@ def _key_suggestion(key: str, cfg: DictConfig | None) -> str:
 
 
 def config_mistake(argv: list[str], exc: Exception) -> str:
-    """One line for a command line Hydra cannot compose (a mistyped key, group or option), naming the closest valid
-    one, instead of Hydra's multi-line message (which advises `+key=...`, adding the typo as a new key)."""
     import re
 
     text = str(exc).strip()

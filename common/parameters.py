@@ -1,7 +1,6 @@
-"""Learned weights as DSPy parameters (`dspy.predict.parameter.Parameter`): `program.save()` writes them and
-`program.load()` reads them, like a Predict's demos. A logistic head over features (the evidence and alignment
-scorers, the question stage's register choice) and a fine-tuned LM's low-rank adapter. Their state is plain JSON
-(numbers, base64 of float16 arrays), never pickle; loading checks shapes and finiteness and fails in one line."""
+"""Learned weights as DSPy parameters, saved and loaded with the program like a Predict's demos: a logistic head over
+features and a fine-tuned LM's low-rank adapter. Their state is plain JSON (numbers, base64 of float16 arrays), never
+pickle; loading checks shapes and finiteness and fails in one line."""
 
 from __future__ import annotations
 
@@ -43,8 +42,7 @@ def check_standardised(where: str, mean: np.ndarray, scale: np.ndarray, coef: np
 
 
 class FittedParameter(Parameter):
-    """Weights a stage's own `fit` (or optimizer=finetune) learns. DSPy's prompt optimizers call `reset()` on every
-    parameter of the student they start from (`reset_copy`): weights are not theirs to learn, so they are kept."""
+    """Weights a stage's own `fit` (or optimizer=finetune) learns: DSPy's prompt optimizers' `reset()` keeps them."""
 
     def reset(self) -> None:
         return None
@@ -52,9 +50,7 @@ class FittedParameter(Parameter):
 
 class LogisticHead(FittedParameter):
     """P(label | x) = sigmoid(intercept + coef . (x - mean) / scale), with the selection rule fitted with it.
-
-    `feature_set` and `features` name the columns the code computes; a state fitted for others is refused (its
-    weights would be read against the wrong columns). `fit` keeps what the optimizer measured (for the report)."""
+    A state fitted for other columns than `features` is refused; `fit` keeps what the optimizer measured."""
 
     def __init__(self, feature_set: str, features: tuple[str, ...], embedder: str | None = None) -> None:
         self.feature_set = feature_set
@@ -157,9 +153,8 @@ def _frozen(array: Any) -> np.ndarray:
 
 
 class LoraAdapter(FittedParameter):
-    """The low-rank adapter of a fine-tuned LM: per adapted linear layer A (rank x in) and B (out x rank), merged as
-    W + (alpha / rank) B A at load; with the prompts (per register) and the input budget it was trained with, which
-    inference must use as they are."""
+    """A fine-tuned LM's low-rank adapter: per adapted linear layer A (rank x in) and B (out x rank), merged as
+    W + (alpha / rank) B A, with the prompts and input budget it was trained with."""
 
     def __init__(self) -> None:
         self.tensors: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -181,9 +176,8 @@ class LoraAdapter(FittedParameter):
 
     @property
     def adapter_id(self) -> str:
-        """A digest of the tensors and the scale: names the merged model. Hashing ~13 MB took ~14 ms, and every
-        message asks for it, so it is kept while the very same arrays (held here, compared by identity; `set` makes
-        them read-only) and scale are in place."""
+        """A digest of the tensors and the scale: names the merged model. Hashing ~13 MB took ~14 ms per message, so it
+        is kept while the very same (read-only) arrays and scale are in place."""
         arrays = [(name, *self.tensors[name]) for name in sorted(self.tensors)]
         cached = self._id_cache
         if (cached is not None and cached[0] == (self.rank, self.alpha) and len(cached[1]) == len(arrays)
@@ -230,8 +224,7 @@ class LoraAdapter(FittedParameter):
         if rank < 1 or not math.isfinite(alpha) or budget < 8 or not raw or not instructions:
             raise LearnedStateError(f"{where}: rank >= 1, a finite alpha, max_input_tokens >= 8, tensors and "
                                     "instructions are required")
-        # every size a state file sets is bounded: the instructions and the input budget size the model's context,
-        # the scale must keep W + scale * B A finite in float16
+        # every size a state file sets is bounded; the scale must keep W + scale * B A finite in float16
         bounds = {"rank": (rank, LORA_MAX_RANK), "max_input_tokens": (budget, LORA_MAX_INPUT_TOKENS),
                   "tensors": (len(raw), LORA_MAX_TENSORS), "instructions": (len(instructions), 8)}
         for what, (value, high) in bounds.items():

@@ -1,8 +1,6 @@
-"""Rows of a table a user hands in as plain text: JSON lines (`.jsonl`) or CSV (`.csv`, a header row), chosen by the
-file's suffix. Each row becomes {column: text}. Whatever makes a row unusable (a missing column, an empty required
-field, a duplicate id, a field over its size limit, a file that is not UTF-8, a lone surrogate) is refused here, before
-any model loads, in one line naming the file, the row and the field: a `PlainInputError`, which main.py prints as its
-`error:` line. Columns the table does not know are ignored (exports carry more), and said once in the log."""
+"""Rows of a table a user hands in as JSON lines (`.jsonl`) or CSV (`.csv`, a header row), each as {column: text}.
+Whatever makes a row unusable is refused before any model loads, in one line naming the file, the row and the field.
+Unknown columns are ignored (exports carry more), and said once in the log."""
 
 from __future__ import annotations
 
@@ -24,8 +22,8 @@ from common.note_text import SPLITS
 from common.unicode_text import lone_surrogate
 
 SUFFIXES = (".jsonl", ".csv")
-# Not text besides a lone surrogate (common/unicode_text): the characters XML 1.0 cannot hold (the run writes the
-# numbered notes as the task's XML); vertical tab and form feed (page breaks in PDF exports) are read as line breaks.
+# Besides a lone surrogate, not text: what XML 1.0 cannot hold (the run writes the notes as the task's XML);
+# vertical tab and form feed (page breaks in PDF exports) are read as line breaks.
 _NOT_TEXT = re.compile("[\x00-\x08\x0e-\x1f\ufffe\uffff]")
 _BREAKS = str.maketrans({"\x0b": "\n", "\x0c": "\n"})
 log = logging.getLogger(__name__)
@@ -86,8 +84,7 @@ def read_rows(path: str | Path, table: Table) -> list[Row]:
 
 
 def not_a_file(path: Path) -> str | None:
-    """Why `path` cannot be read as an input file (missing, a folder, a FIFO or device), saying what to name; None
-    for a regular file."""
+    """Why `path` cannot be read as an input file, saying what to name; None for a regular file."""
     if path.is_file():
         return None
     if path.is_dir():
@@ -98,8 +95,7 @@ def not_a_file(path: Path) -> str | None:
 
 
 def read_folder(folder: str | Path, table: Table, column: str, suffix: str = ".txt") -> list[Row]:
-    """One row per `*<suffix>` file of `folder` (not its subfolders), in name order: the file name without the
-    suffix is the id, the file's text the `column`; the same checks as a row, each naming the file."""
+    """One row per `*<suffix>` file of `folder`, in name order: the file's stem is the id, its text the `column`."""
     folder = Path(folder)
     files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() == suffix)
     if not files:
@@ -144,13 +140,11 @@ def _jsonl(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
 
 def _csv(path: Path, text: str, table: Table) -> list[tuple[int, dict[str, Any]]]:
     n = 1
-    # the csv module refuses a cell over 131072 characters by default: let the columns' own limits (the knobs the
-    # message names) speak up to twice the largest, for this read only (loading runs before any worker thread)
+    # the csv module refuses a cell over 131072 characters: let the columns' own limits speak, for this read only
     cell_limit = max([131072, *(2 * most for most, _ in table.max_chars.values())])
     before = csv.field_size_limit(cell_limit)
     try:
-        reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)  # a quote left open is an error, not a
-        # row that swallows the rest of the file
+        reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)  # a quote left open is an error
         columns = [c.strip() for c in reader.fieldnames or []]
         reader.fieldnames = columns
         twice = sorted({c for c in columns if c and columns.count(c) > 1})
@@ -231,8 +225,7 @@ def _text(value: Any, where: str, name: str) -> str | None:
 
 
 def limit(settings: Mapping[str, Any], name: str, knob: str) -> tuple[int, str]:
-    """`settings[name]` as a size limit (a positive integer) with the knob that sets it, for `Table.max_chars` and
-    the readers' messages; anything else is a one-line configuration error."""
+    """`settings[name]` as a size limit (a positive integer) with the knob that sets it, for `Table.max_chars`."""
     value = settings.get(name)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"{knob} must be a positive integer, not {value!r}")
@@ -240,7 +233,7 @@ def limit(settings: Mapping[str, Any], name: str, knob: str) -> tuple[int, str]:
 
 
 def split_mode(settings: Mapping[str, Any], knob: str) -> str:
-    """`settings["split"]`: how a note becomes sentences (`common/note_text.split_note`); else one config error."""
+    """`settings["split"]`: how a note becomes sentences (`common/note_text.split_note`)."""
     value = settings.get("split", SPLITS[0])
     if value not in SPLITS:
         raise ConfigError(f"{knob} must be one of {', '.join(SPLITS)} (lines: each line one sentence, as given), "
@@ -249,7 +242,7 @@ def split_mode(settings: Mapping[str, Any], knob: str) -> str:
 
 
 def plain_fingerprint(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """What of `data.plain` changes the numbered sentences, for a run's fingerprint; the default split is left out so
-    a folder fingerprinted before the knob existed still resumes."""
+    """What of `data.plain` changes the numbered sentences, for a run's fingerprint (the default split left out, so
+    older run folders still resume)."""
     split = settings.get("split", SPLITS[0])
     return {"max_sentence_chars": settings.get("max_sentence_chars"), **({"split": split} if split != SPLITS[0] else {})}

@@ -1,9 +1,5 @@
 """`predictions.jsonl`: one JSON record per finished item, appended, flushed and fsynced; read back to resume.
-
-A crash mid-write can leave a torn last line (no newline, not valid JSON): it is moved aside to
-`<file>.torn` with a warning and the file is cut back to its last complete record, so the next record starts on
-its own line. A broken line anywhere else was not written by a crash: it is one error line naming file:line.
-"""
+A torn last line (a crash mid-write) is moved aside to `<file>.torn`; a broken line anywhere else is one error."""
 
 from __future__ import annotations
 
@@ -29,8 +25,7 @@ class PredictionLogError(ClinprogError):
 class PredictionLog:
     def __init__(self, path: str | Path, key: Callable[[dict[str, Any]], str],
                  check: Callable[[dict[str, Any]], str | None] | None = None) -> None:
-        """`check`: why a record cannot make the outputs (the contract's `record_problem`), or None: every record
-        read is checked once here, so a hand-edited line is one error before any output is written."""
+        """`check`: why a record cannot make the outputs (the contract's `record_problem`), or None."""
         self.path = Path(path)
         self.key = key
         self.check = check

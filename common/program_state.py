@@ -1,12 +1,8 @@
-"""A program's saved state: DSPy JSON (`program.save()`: demos, instructions and every learned parameter) beside a
-`.meta.json` (what it was compiled for and on), and loading it back safely.
+"""A program's saved state: DSPy JSON (`program.save()`) beside a `.meta.json` (what it was compiled for and on).
 
-Loading is by parameter name, as `dspy.Module.load_state` does, with three checks first: the file was saved from the
-same program class; each predictor present in both has the same signature fields; and every learned parameter of
-the program (a `common.parameters` weight: the question adapter, the evidence and alignment heads) is in the file.
-A Predict the file does not name keeps its configured state (zero-shot or curated demos): one shipped state serves
-the learned stages whichever LM the other stages use.
-"""
+Loading is by parameter name, as `dspy.Module.load_state` does, once the file is known to be from the same program
+class, with the same signature fields and every learned weight. A Predict the file does not name keeps its configured
+state, so one shipped state serves the learned stages whichever LM the other stages use."""
 
 from __future__ import annotations
 
@@ -90,9 +86,8 @@ def _read_state(path: Path) -> dict[str, Any]:
 
 
 def load_compiled(program: dspy.Module, path: str | Path, fitting: Sequence[str] = ()) -> dspy.Module:
-    """Load a saved state into `program`, refusing one compiled for another program, other signatures, or one that
-    lacks a learned parameter the program needs (a program whose class derives from the saved one's loads it).
-    `fitting`: the parts a compile is about to fit (optimizer=fit's `only`), whose weights the state may lack."""
+    """Load a saved state into `program` (a subclass of the saved program's class loads it too). `fitting`: the parts
+    a compile is about to fit, whose weights the state may lack."""
     path = Path(path)
     if not path.is_file():
         raise CompiledProgramError(f"program.compiled={path}: no such file")
@@ -101,7 +96,6 @@ def load_compiled(program: dspy.Module, path: str | Path, fitting: Sequence[str]
     if meta is not None:
         theirs = meta.get("predictors") or {}
         differ = sorted(n for n in set(theirs) & set(expected) if theirs[n] != expected[n])
-        # a subclass program (ArchEHR 2025's cascade composes the 2026 stages) loads its parent's state
         lineage = [cls.__name__ for cls in type(program).__mro__]
         if meta.get("program") not in lineage or differ:
             raise CompiledProgramError(
@@ -123,13 +117,12 @@ def load_compiled(program: dspy.Module, path: str | Path, fitting: Sequence[str]
     except Exception as exc:  # a Predict's state of another shape
         raise CompiledProgramError(f"{path}: cannot be loaded into {type(program).__name__}: "
                                    f"{type(exc).__name__}: {exc}") from None
-    return program  # not marked `_compiled`: as with DSPy's load(), only a compile does (a teleprompter may start here)
+    return program  # not marked `_compiled`: as with DSPy's load(), only a compile does
 
 
 def load_program_state(program: dspy.Module, cfg: Any) -> dspy.Module:
     """`program.compiled` loaded into `program` where the config names one (every contract's `build`). A compile that
-    fits some parts (`optimizer.teleprompter.only`, e.g. optimizer=fit's) may start from a state without their
-    weights; a run needs every part's."""
+    fits some parts (`optimizer.teleprompter.only`) may start from a state without their weights."""
     path = cfg.program.get("compiled")
     if not path:
         return program
@@ -139,10 +132,8 @@ def load_program_state(program: dspy.Module, cfg: Any) -> dspy.Module:
 
 
 def load_all_or_nothing(params: dict[str, Any], state: dict[str, Any]) -> None:
-    """Each parameter's state is loaded into a copy first (as DSPy's `load_state` tries a copy); only when every one
-    loaded are the copies' attributes moved into the program's parameters, so a state that fails on its last
-    parameter leaves every earlier one as it was. A shallow copy is enough: `load_state` assigns new values (demos,
-    signature, arrays), it does not change the old ones in place."""
+    """Each parameter's state is loaded into a shallow copy first; only when every one loaded are the copies moved
+    into the program's parameters, so a state that fails on its last parameter changes nothing."""
     loaded = []
     for name, param in params.items():
         if name in state:
@@ -154,8 +145,7 @@ def load_all_or_nothing(params: dict[str, Any], state: dict[str, Any]) -> None:
 
 
 def load_module_state(module: dspy.Module, path: str | Path, prefix: str) -> dspy.Module:
-    """The state of one stage of a saved program (its parameters under `prefix.`): how a stage built alone (a test,
-    a benchmark) gets the compiled program's weights."""
+    """The state of one stage of a saved program (its parameters under `prefix.`), for a stage built alone."""
     state = _read_state(Path(path))
     params = dict(module.named_parameters())
     try:
@@ -166,9 +156,8 @@ def load_module_state(module: dspy.Module, path: str | Path, prefix: str) -> dsp
 
 
 def fitted_knobs(config: dict[str, Any]) -> dict[str, Any]:
-    """`config` (a run's resolved config) with each stage knob left null replaced by "fitted: <value>", the value
-    its compiled state (`program.compiled`) holds: what the run used, where a user reads the run's config.json.
-    A state that cannot be read changes nothing here (the run itself refuses it)."""
+    """A run's resolved config with each stage knob left null replaced by "fitted: <value>", the value its
+    compiled state holds (for config.json). A state that cannot be read changes nothing here."""
     program = config.get("program") or {}
     path = program.get("compiled")
     try:

@@ -1,6 +1,5 @@
-"""Typed reads of a run's records for the reports: people edit predictions.jsonl by hand, and the report is a view, not
-a check. A field of the wrong type reads as missing (a number as None, a list as the right things it holds), so
-`task=report` still writes the page instead of a traceback."""
+"""Typed reads of a run's records for the reports: a hand-edited field of the wrong type reads as missing, so
+`task=report` still writes the page."""
 
 from __future__ import annotations
 

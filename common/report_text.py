@@ -14,9 +14,8 @@ _MARKDOWN = str.maketrans({c: "\\" + c for c in "\\`*_[]<>#|"})
 
 
 def md(text: object) -> str:
-    """`text` as one line of Markdown that renders as itself: whitespace runs (newlines too) become one space, the
-    characters Markdown would read as markup are escaped (a note's `[** name **]` placeholder is not a link in bold,
-    `<!--` does not hide the rest of the file), and bidi controls are isolated (`isolated`)."""
+    """`text` as one line of Markdown that renders as itself: whitespace runs become one space, markup characters
+    are escaped and bidi controls isolated."""
     return isolated(" ".join(str(text).split()).translate(_MARKDOWN))
 
 
@@ -26,9 +25,8 @@ _OPENERS = {"\u202a": "\u202c", "\u202b": "\u202c", "\u202d": "\u202c", "\u202e"
 
 def isolated(text: str) -> str:
     """`text` that holds bidi controls, balanced and wrapped in an isolate (U+2068 ... U+2069), the plain-text
-    `<bdi>`: a U+202E in a note sentence would otherwise reverse the rest of the line it is echoed on, the verdict
-    included. A closer without its opener is dropped (it could close the wrapper), openers left open are closed.
-    Text without bidi controls comes back as it was."""
+    `<bdi>`, so a U+202E cannot reverse the rest of the line. A closer without its opener is dropped, openers left
+    open are closed."""
     if not any(c in _OPENERS or c in "\u202c\u2069\u200e\u200f" for c in text):
         return text
     out, open_ = [], []

@@ -1,10 +1,6 @@
-"""The runtime objects a program's stages share, and how they complete the stages' partial configs.
-
-A stage implementation is configured as a `_partial_: true` node holding only its own parameters
-(`conf/program/<program>/<stage>/<implementation>.yaml`). What must be ONE object for the whole program (the loaded
-sentence embedder, an LM per role, the agent's search tool) is not configuration: the contract builds it once into a
-`Resources` and `complete` passes each resource to every partial whose callable takes a parameter of that name.
-"""
+"""The runtime objects a program's stages share (the embedder, an LM per role, the search tool): the contract builds
+them once into `Resources`, and `complete` passes each to every stage partial (a `_partial_: true` node) whose
+callable takes a parameter of that name."""
 
 from __future__ import annotations
 
@@ -30,20 +26,21 @@ class Resources:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not _UNSET}
 
     def complete(self, obj: Any, where: str, hint: str = "", **extra: Any) -> Any:
-        """Call a partial built by `hydra.utils.instantiate` (nested partials first) with the resources its callable
-        takes by name, plus `extra`; anything else is returned as it is. A parameter the implementation does not
-        have (e.g. added with `+program.evidence.x=1`) is one line naming the implementation and its parameters."""
+        """Call a partial (nested partials first) with the resources its callable takes by name, plus `extra`; anything
+        else is returned as it is. A parameter the implementation does not have is one line naming its parameters."""
         if not isinstance(obj, functools.partial):
             return obj
         func = obj.func
         keywords = {k: self.complete(v, f"{where}.{k}") for k, v in obj.keywords.items()}
-        params = _parameters(func)
+        params = dict(inspect.signature(func.__init__ if inspect.isclass(func) else func).parameters)
+        params.pop("self", None)
         unknown = sorted(k for k in keywords if k not in params)
         if unknown and not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
             settable = sorted(k for k, p in params.items() if k not in self.provided() and k not in extra
                               and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
-            raise ConfigError(f"{where}.{unknown[0]}: not a parameter of the implementation in use ({_name(func)}); "
-                              f"its parameters: {settable}" + (f"; {hint}" if hint else ""))
+            raise ConfigError(f"{where}.{unknown[0]}: not a parameter of the implementation in use "
+                              f"({func.__module__}.{func.__qualname__}); its parameters: {settable}"
+                              + (f"; {hint}" if hint else ""))
         available = {**self.provided(), **extra}
         for name in params:
             if name not in keywords and name in available:
@@ -52,10 +49,9 @@ class Resources:
 
 
 def instantiate_node(node: Any, where: str) -> Any:
-    """`hydra.utils.instantiate` of a config node the program cannot do without (`program.module`): a node removed
-    (`~program.module`, `program.module=null`) or whose `_target_` Hydra refuses to import or call
-    (`program.module._target_=os.system`, which its blocklist stops) is one line saying how to get it back; a
-    builder's own failure propagates as it is (a ClinprogError is one line by itself, a bug keeps its traceback)."""
+    """`hydra.utils.instantiate` of a node the program cannot do without (`program.module`): a node removed or whose
+    `_target_` Hydra refuses to import or call is one line saying how to get it back; a builder's own failure
+    propagates as it is."""
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
@@ -68,17 +64,7 @@ def instantiate_node(node: Any, where: str) -> Any:
         return instantiate(node, _convert_="all")
     except InstantiationException as exc:
         if exc.__cause__ is not None and not isinstance(exc.__cause__, ImportError):
-            raise  # the builder ran and failed: its own error (through_instantiate makes a ClinprogError one line)
+            raise  # the builder ran and failed: its own error
         said = " ".join(str(exc).split("full_key:")[0].split()).split(", set env var HYDRA_FULL_ERROR")[0].rstrip(".")
         raise ConfigError(f"{where}._target_={target}: {said}; {restore}") from None
 
-
-def _parameters(func: Any) -> dict[str, inspect.Parameter]:
-    target = func.__init__ if inspect.isclass(func) else func
-    params = dict(inspect.signature(target).parameters)
-    params.pop("self", None)
-    return params
-
-
-def _name(func: Any) -> str:
-    return f"{func.__module__}.{func.__qualname__}"

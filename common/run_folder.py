@@ -1,11 +1,5 @@
-"""A run folder that one run holds at a time and that never mixes outputs of two configurations (docs/reliability.md).
-
-- `run.lock`: the PID, start time and command of the run using it; a second run refuses in one line. A lock whose
-  process is gone or is now another process (PID reuse) is taken over with a warning.
-- `fingerprint.json`: what determines the predictions. A rerun resumes only when it matches, else refuses with what
-  differs (`run.resume=restart` moves the earlier outputs into `previous/<time>/`; `run.resume=force` resumes anyway).
-- An output dir that cannot be a folder or cannot be written is one error line (RunFolderCallback, before Hydra
-  writes there); so is a task=merge into one of its shard folders."""
+"""A run folder that one run holds at a time (`run.lock`) and that never mixes outputs of two configurations
+(`fingerprint.json`: a rerun resumes only when it matches); docs/reliability.md."""
 
 from __future__ import annotations
 
@@ -23,6 +17,7 @@ from omegaconf import DictConfig
 from common import json_input
 from common.errors import ClinprogError, RunFolderError
 from common.flatten import flatten
+from common.outputs import write_text
 
 log = logging.getLogger(__name__)
 RESUME_MODES = ("auto", "restart", "force")
@@ -41,8 +36,8 @@ def _pid_alive(pid: int) -> bool:
 
 
 def process_identity(pid: int) -> dict[str, str] | None:
-    """A live process's start time (clock ticks since boot, /proc/<pid>/stat field 22) and command line: with the
-    PID they name one process for good, so a reused PID is told apart. None where /proc cannot say."""
+    """A live process's start time (/proc/<pid>/stat field 22) and command line: with the PID they name one process
+    for good, so a reused PID is told apart. None where /proc cannot say."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
         command = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -53,9 +48,8 @@ def process_identity(pid: int) -> dict[str, str] | None:
 
 
 def command_line(raw: bytes, limit: int = 300) -> str:
-    """/proc/<pid>/cmdline (NUL-separated arguments) as a shell line of whole arguments, quoted where needed, up to
-    about `limit` characters, then how many arguments were left out: a cut never ends mid-argument (a `run.lock`
-    whose command stopped at `data.cases=/data/ca` named a file that does not exist)."""
+    """/proc/<pid>/cmdline as a shell line of whole arguments, quoted, up to about `limit` characters, then how many
+    arguments were left out (a cut mid-argument would name a file that does not exist)."""
     import shlex
 
     args = [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
@@ -69,13 +63,9 @@ def command_line(raw: bytes, limit: int = 300) -> str:
     return " ".join(shown) + (f" ... ({rest} more argument{'s' if rest != 1 else ''})" if rest else "")
 
 
-def _looks_like_clinprog(command: str) -> bool:
-    return "main.py" in command or "clinprog" in command
-
-
 class RunLock:
-    """An exclusive lock file (O_EXCL create) holding the owner's PID, start time and command; a lock whose owner is
-    gone, or whose PID now names another process, is stale and taken over."""
+    """An exclusive lock file (O_EXCL) holding the owner's PID, start time and command; a lock whose owner is gone,
+    or whose PID now names another process, is stale and taken over with a warning."""
 
     def __init__(self, folder: Path) -> None:
         self.path = folder / "run.lock"
@@ -133,7 +123,7 @@ class RunLock:
             if owner["start"] != now["start"]:
                 return f"PID {pid} is now another process ({now['command'] or 'no command line'})"
             return None
-        if not _looks_like_clinprog(now["command"]):  # a PID written by hand or by an older clinprog
+        if "main.py" not in now["command"] and "clinprog" not in now["command"]:  # a PID written by hand
             return f"PID {pid} is not a clinprog run ({now['command'] or 'no command line'})"
         return None
 
@@ -144,7 +134,7 @@ class RunLock:
 
 
 def differences(old: dict[str, Any], new: dict[str, Any], limit: int = 4) -> list[str]:
-    """The changed keys, one line each (each value has one key: stage parameters live in one config file)."""
+    """The changed keys, one line each."""
     a, b = flatten(old), flatten(new)
     diffs = [f"{k}: {a.get(k, '(unset)')!r} -> {b.get(k, '(unset)')!r}"
              for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
@@ -203,14 +193,11 @@ class RunFolder:
                 log.warning("run.resume=restart: the earlier run's outputs moved to %s", moved)
             else:
                 log.warning("run.resume=force: resuming predictions made with a different run (%s)", "; ".join(what))
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.fingerprint, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        write_text(path, json.dumps(self.fingerprint, indent=2, sort_keys=True) + "\n")
 
     def set_aside(self) -> Path:
-        """Move every output of the earlier run (and its Hydra config) into `previous/<time>/`, predictions last:
-        a run killed halfway still finds them and the next restart moves the rest, so old scores, submissions or
-        reports never stand beside new predictions."""
+        """Move every output of the earlier run (and its Hydra config) into `previous/<time>/`, predictions last, so
+        a restart killed halfway is finished by the next one."""
         stamp = time.strftime("%Y%m%d-%H%M%S")
         target = self.folder / "previous" / stamp
         n = 1
@@ -233,8 +220,7 @@ class RunFolder:
         return target
 
 
-# What a run writes into its folder besides predictions (set aside together by run.resume=restart). main.log and
-# .hydra/ are Hydra's: this run's log and config go on there.
+# What a run writes into its folder besides predictions and Hydra's main.log and .hydra/ (run.resume=restart moves them)
 OUTPUTS = ("fingerprint.json", "scores.json", "usage.json", "config.json", "report.md", "report.html", "submission*",
            "*.tmp")
 HYDRA_FILES = ("config.yaml", "hydra.yaml", "overrides.yaml")
@@ -266,8 +252,8 @@ def restore_hydra_files(folder: Path, subdir: str = ".hydra") -> None:
 
 
 def folder_problem(key: str, folder: Path) -> str | None:
-    """Why `folder` cannot hold a run's outputs (it or a folder above it is a file; it cannot be created or written
-    to, e.g. under /proc), or None. Creates it (Hydra would, next)."""
+    """Why `folder` cannot hold a run's outputs (it or a folder above it is a file, it cannot be written), or None.
+    Creates it (Hydra would, next)."""
     for above in (folder, *folder.parents):
         if above.exists():
             if not above.is_dir():
@@ -286,8 +272,7 @@ def folder_problem(key: str, folder: Path) -> str | None:
 
 
 def shard_folder_clash(folder: Path, dirs: Any) -> str | None:
-    """task=merge: why `folder` cannot hold the merged run (it is one of the shard folders `dirs`, which the merge
-    would overwrite), or None."""
+    """task=merge: why `folder` cannot hold the merged run (it is one of the shard folders `dirs`), or None."""
     if not dirs or isinstance(dirs, str):
         return None
     for shard in dirs:
@@ -305,15 +290,14 @@ def _not_a_file(key: str, folder: Path) -> None:
 
 
 class RunFolderCallback(Callback):
-    """Hydra callback (conf/config.yaml, hydra.callbacks): runs before Hydra creates the run folder and writes its
-    .hydra/*.yaml there. It refuses a run folder that cannot be one (a file, under a file, not writable), and keeps
-    the folder's earlier .hydra files so a refused rerun can put them back."""
+    """Hydra callback (conf/config.yaml), run before Hydra writes into the run folder: refuses a folder that cannot be
+    one, and keeps its earlier .hydra files so a refused rerun can put them back."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         folder = Path(str(config.hydra.run.dir))
         merging = config.hydra.runtime.choices.get("task") == "merge"
         clash = shard_folder_clash(folder, config.get("dirs")) if merging else None
-        if clash:  # before Hydra writes its .hydra files and main.log into that shard
+        if clash:
             print(f"error: {clash}", file=sys.stderr)
             raise SystemExit(2)
         _not_a_file("hydra.run.dir", folder)

@@ -1,8 +1,5 @@
-"""Typed schemas of the config's user-settable numbers, validated before any task runs (runners/dispatch.py): a value
-that cannot work is one `error:` line naming the key, never a traceback deep in a run nor a silent fallback.
-
-A schema lists every key of its section's YAML (a test checks its defaults are the YAML's) and rejects a key it does
-not know; the code reads a section through its schema (`serve_settings(cfg)`, `executor_settings(cfg)`)."""
+"""Typed schemas of the config's user-settable numbers, validated before any task runs: a value that cannot work is
+one `error:` line naming the key. A schema lists every key of its section's YAML and rejects a key it does not know."""
 
 from __future__ import annotations
 
@@ -45,10 +42,8 @@ class ServeSettings(BaseModel):
     keep_alive_s: float = _seconds(default=5.0)
 
     def token(self) -> str | None:
-        """The bearer token the server requires (the variable `token_env` names), None when that is unset: the one
-        token rule for the server and its page. An empty or blank value is refused, never read as "no token": it
-        once turned the token and the Host guard both off. Whitespace around a token is refused too (no
-        Authorization header carries it, so every request would get 401)."""
+        """The bearer token the server requires (the variable `token_env` names), None when that is unset. An empty or
+        blank value is refused, never read as "no token"; so is whitespace around it (no header carries it)."""
         value = os.environ.get(self.token_env) if self.token_env else None
         if value is None:
             return None
@@ -79,8 +74,7 @@ class RaySettings(BaseModel):
 
 
 SECTIONS: dict[str, type[BaseModel]] = {"serve": ServeSettings}
-# the executor group's options (conf/executor/<option>.yaml), by their _target_; an executor of the user's own (a
-# _target_ not listed here) takes its settings as its own constructor checks them
+# conf/executor/'s options by _target_; a user's own executor checks its settings in its constructor
 EXECUTORS: dict[str, tuple[str, type[BaseModel]]] = {
     "runners.executors.local.LocalExecutor": ("local", LocalSettings),
     "runners.executors.ray_executor.RayExecutor": ("ray", RaySettings),
@@ -102,8 +96,7 @@ def _plain(node: Any) -> Any:
 
 def settings(cfg: DictConfig | dict[str, Any], key: str, schema: type[BaseModel] | None = None) -> Any:
     """Section `key` of `cfg` through its schema (SECTIONS[key] unless given; its defaults where the section is
-    absent; a `_target_` is not a setting); a value that cannot work is a ConfigError naming `key.field`, what it must
-    be and what it was."""
+    absent); a value that cannot work is a ConfigError naming `key.field`, what it must be and what it was."""
     schema = schema or SECTIONS[key]
     node = _plain(_node(cfg, key))
     if node is None:

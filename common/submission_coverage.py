@@ -1,5 +1,5 @@
-"""Which reference items a submission file covers (ArchEHR cases, MEDIQA-CORR notes); each program's scorer says
-what happens to missing and extra ids, as its official script does."""
+"""Which reference items a submission file covers; each program's scorer treats missing and extra ids as its official
+script does."""
 
 from __future__ import annotations
 

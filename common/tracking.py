@@ -1,10 +1,6 @@
-"""`tracking=mlflow`: log each run / compile / sweep job to MLflow (params, metrics, artifacts; sweeps nested).
-
-Off by default (`tracking=none`). What is logged comes from the run folder after the task: `scores.json` and
-`usage.json` (numbers, flattened) as metrics, every file of the folder as artifacts, the resolved config (flattened)
-as params. Sweep jobs of one multirun share a parent run, found through a small file in the sweep folder (safe with
-parallel launchers: created with O_EXCL).
-"""
+"""`tracking=mlflow`: log each run / compile / sweep job to MLflow: the resolved config as params, `scores.json` and
+`usage.json` as metrics, the run folder's files as artifacts. Sweep jobs of one multirun share a parent run, named in
+a file of the sweep folder (created with O_EXCL, so parallel launchers agree)."""
 
 from __future__ import annotations
 
@@ -125,8 +121,7 @@ def _mlflow_run(cfg: DictConfig, out: Path, uri: str, artifact_location: str, na
     with mlflow.start_run(experiment_id=experiment_id, run_name=f"{cfg.program.name} {task} {out.name}",
                           tags={**tags, "task": task, "program": str(cfg.program.name)}) as run:
         params = flatten(OmegaConf.to_container(cfg, resolve=True))
-        # MLflow names allow only alphanumerics, _ - . space : / (a Hydra choice key such as
-        # choices.program/archehr/stage_set@archehr.stage_set holds an @)
+        # MLflow names allow only alphanumerics, _ - . space : / (a Hydra choice key may hold an @)
         mlflow.log_params({re.sub(r"[^\w\-. :/]", ":", k): (json.dumps(v) if isinstance(v, list) else str(v))[:500]
                            for k, v in params.items() if not k.startswith("hydra")})
         try:

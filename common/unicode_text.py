@@ -1,9 +1,6 @@
-"""Text that is not Unicode: one check for every text a request or an input file carries.
-
-A lone surrogate (U+D800..U+DFFF) is a Python `str` character but not Unicode text; JSON's `"\\ud800"` makes one,
-and it would travel until a tokenizer or encoder fails deep in a stage. Readers call `unicode_problem` (a message
-or None) or `require_unicode` (raises) where the text comes in, so the refusal names the field or line. UTF-8 files
-and XML cannot carry one: the check matters for JSON and for leniently decoded text."""
+"""Text that is not Unicode: a lone surrogate (U+D800..U+DFFF) is a Python `str` character JSON's `"\\ud800"` makes,
+which would travel until a tokenizer fails deep in a stage. Readers check the text where it comes in, so the refusal
+names the field or line."""
 
 from __future__ import annotations
 
@@ -31,9 +28,9 @@ def _described(text: str, at: int) -> str:
 
 
 def unicode_problem(value: Any, where: str = "") -> str | None:
-    """`where: what is wrong` for the first string in `value` (a string, or dicts and lists of them, keys included)
-    holding a lone surrogate, named by its path below `where` (`sentences.3.text`); None when every string is
-    Unicode text. Iterative, so a deeply nested value cannot exhaust Python's stack."""
+    """`where: what is wrong` for the first string in `value` (strings, dicts and lists, keys included) holding a lone
+    surrogate, named by its path below `where` (`sentences.3.text`); None when there is none. Iterative, so a deeply
+    nested value cannot exhaust Python's stack."""
     stack: list[tuple[str, Any]] = [(where, value)]
     while stack:
         path, node = stack.pop()

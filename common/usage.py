@@ -1,7 +1,5 @@
-"""Per-stage accounting: seconds, real LM calls and tokens (cache hits are not calls), retries and repairs (outputs
-whose leaked markup was stripped). Attempts are counted per thread (`count_attempt`: by lm=openai_compatible's
-engine, and for LiteLLM by a logger `lms.factory` registers) and compared with the calls that succeeded. A stage
-under its own LM: `ledger.stage(name, lm)`."""
+"""Per-stage accounting: seconds, real LM calls and tokens (cache hits are not calls), retries (attempts counted per
+thread by `count_attempt`, less the calls that succeeded) and repairs (outputs whose leaked markup was stripped)."""
 
 from __future__ import annotations
 

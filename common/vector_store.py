@@ -1,7 +1,5 @@
-"""Vectors kept in DSPy's cache (`cache_dir`) by text, as DSPy keeps an LM's replies, for any source of vectors that
-is a function of its text and a known setting: the sentence embedder (retrieval/vector_cache.py) and the LM reader
-(lms/reader.py). Each source names its own `kind` and the digest of the code that computes its vectors, so two
-sources never read each other's vectors and a change of code computes afresh."""
+"""Vectors kept in DSPy's cache by text, as DSPy keeps an LM's replies (the sentence embedder's, the LM reader's).
+Each source names its `kind` and the digest of the code that computes them, so a change of code computes afresh."""
 
 from __future__ import annotations
 
@@ -12,7 +10,7 @@ import numpy as np
 
 
 def cpu_flags() -> str:
-    """The instruction sets this CPU reports (torch's, MKL's, oneDNN's and llama.cpp's kernels are chosen by them)."""
+    """The instruction sets this CPU reports (the kernels torch and llama.cpp use are chosen by them)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
             for line in info:
