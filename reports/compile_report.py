@@ -1,7 +1,5 @@
-"""compile_report.md and compile_report.html: the val metric before/after, a train/val overlap warning, and each
-predictor's instruction (with the instruction guard's verdict) and demos before and after the compile.
-
-Both render the same plain dict (`runners/compile.py` builds it; it is also saved as compile_report.json)."""
+"""compile_report.md and .html, both from the dict runners/compile.py saves as compile_report.json: the val metric
+before and after, a train/val overlap warning, and each predictor's instruction (with the guard's verdict) and demos."""
 
 from __future__ import annotations
 
@@ -10,7 +8,7 @@ from typing import Any
 from common.html import esc, json_block, page, table, word_diff
 from optimizers.instruction_guard import truncate
 
-REJECTED_SHOWN = 600   # characters of a rejected instruction shown (it may be a whole narrative repeated)
+REJECTED_SHOWN = 600   # characters of a rejected instruction shown
 DEMO_FIELD_SHOWN = 160
 
 
@@ -43,7 +41,7 @@ def guard_lines(report: dict[str, Any]) -> list[str]:
 
 
 def verdict_word(p: dict[str, Any]) -> str:
-    """The instruction's fate in one word: unchanged, adopted or REJECTED (the reasons are listed apart)."""
+    """unchanged, adopted or REJECTED."""
     return "REJECTED" if not p["adopted"] else p["verdict"]
 
 

@@ -1,5 +1,5 @@
 """answers.md of a MEDIQA-CORR run: per note, the sentence the program flagged (quoted with its id) and its correction,
-or that it flagged none. The official submission.txt holds the same predictions as one line per note."""
+or that it flagged none."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""MedEval: independent reviews of a proposal, one per criterion (optionally several samples each).
-
-Accept when the average of all scores >= avg_threshold and the true minimum >= min_threshold (the published
-implementation computed a running "min" wrongly; this uses the real minimum).
-"""
+"""MedEval: independent reviews of a proposal, one per criterion (optionally several samples each), accepted when
+the average score >= avg_threshold and the minimum >= min_threshold (the published code's running "min" was wrong)."""
 
 from __future__ import annotations
 

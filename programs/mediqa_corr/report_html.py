@@ -1,6 +1,5 @@
-"""report.html of a MEDIQA-CORR run: summary metrics, and per note the flagged sentence with the correction as a
-word diff (and the gold one when labelled), then the agent trace: ReAct steps with searches, the MedEval reviews
-with the accept/reject decision, reflexions; seconds and LM calls."""
+"""report.html of a MEDIQA-CORR run: the metrics, then per note the flagged sentence with its correction as a word diff
+(and the gold one when labelled) and the agent trace: steps with searches, reviews and decision, reflexions."""
 
 from __future__ import annotations
 
@@ -76,8 +75,7 @@ def _episode(n: int, ep: dict[str, Any]) -> str:
 
 
 def readable(record: dict[str, Any]) -> dict[str, Any]:
-    """The fields the report shows, typed (common/record_fields.py): a hand-edited predictions.jsonl's odd value
-    (`"seconds": "abc"`, a flag that is not 0 or 1) reads as missing, so `task=report` still writes the page."""
+    """The fields the report shows, typed: a hand-edited record's odd value (`"seconds": "abc"`) reads as missing."""
     flag = integer(record.get("flag"))
     counts = {k: integer(record.get(k)) for k in ("lm_calls", "react_steps", "searches", "parse_failures")}
     return {**record, "text_id": text(record.get("text_id")) or "?", "flag": flag if flag in (0, 1) else None,

@@ -1,6 +1,6 @@
-"""Fabricated answer sentences and how a grounding check scores on them: the `grounding-fabrications/1` format (a set
-written by anyone, checked before use), the three kinds `fabricate` makes from a case, the answers they are injected
-into, and the scores and tables of `benchmarks/grounding_eval.py` (which runs a check over them)."""
+"""Fabricated answer sentences and how a grounding check scores on them: the `grounding-fabrications/1` format, the
+three kinds `fabricate` makes from a case, the answers they are injected into, and benchmarks/grounding_eval.py's
+tables."""
 
 from __future__ import annotations
 
@@ -71,9 +71,8 @@ def _ids(case: Case) -> str:
 
 
 def parse_fabrications(data: Any, cases: Sequence[Case], where: str = "fabrications") -> dict[str, list[Fabrication]]:
-    """The fabrications of a `grounding-fabrications/1` document, by case id, checked against `cases`: a
-    `FabricationsError` names the first problem (format tag, an unknown case id, a citation that is not a sentence id
-    of its case, a missing, unknown or mistyped field)."""
+    """The fabrications of a `grounding-fabrications/1` document by case id, checked against `cases`; a
+    `FabricationsError` names the first problem."""
     def fail(message: str) -> None:
         raise FabricationsError(f"{where}: {message}")
 
@@ -129,9 +128,8 @@ def parse_fabrications(data: Any, cases: Sequence[Case], where: str = "fabricati
 
 
 def load_fabrications(path: str | Path, cases: Sequence[Case], other_cases: bool = False) -> dict[str, list[Fabrication]]:
-    """`parse_fabrications` of a JSON file; an unreadable or malformed file is a `FabricationsError` too. With
-    `other_cases`, the entries of cases not in `cases` are left out instead of refused (a verifier's fit reads the
-    cases of its two splits from files that may hold more)."""
+    """`parse_fabrications` of a JSON file; with `other_cases`, entries of cases not in `cases` are left out instead of
+    refused (a verifier's fit reads its splits' cases from files that may hold more)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -151,8 +149,7 @@ def load_fabrications(path: str | Path, cases: Sequence[Case], other_cases: bool
 
 @dataclass
 class Answer:
-    """One case's answer as checked: its reference sentences with the fabrications inserted, and which ids are
-    fabricated (id -> kind)."""
+    """One case's reference answer with the fabrications inserted; `fabricated`: id -> kind."""
     case: Case
     sentences: list[dict]
     alignment: list[dict]
@@ -161,8 +158,8 @@ class Answer:
 
 def answers(cases: Sequence[Case], key: dict[str, KeyCase], rng: random.Random,
             fabrications: dict[str, list[Fabrication]] | None = None) -> list[Answer]:
-    """Every case's reference answer with fabrications inserted at random places: the script's own (`fabricate`,
-    citing a random essential sentence) or, given `fabrications`, those (only the cases it names)."""
+    """Every case's reference answer with fabrications inserted at random places: `fabricate`'s, citing a random
+    essential sentence, or those of `fabrications` (only the cases it names)."""
     out = []
     for case in cases:
         if fabrications is not None and case.case_id not in fabrications:
@@ -218,8 +215,8 @@ class Score:
 
 
 def score(check: Callable[..., Any], items: Sequence[Answer]) -> Score:
-    """Run `check(answer sentences, alignment, note sentences)` (a grounding check: `.verdicts`, each with
-    `answer_id`, `verdict` and `reasons`; any verdict but "supported" is a flag) on every answer and count its flags."""
+    """The flags of `check(answer sentences, alignment, note sentences)` on every answer: any verdict in its
+    `.verdicts` but "supported" is a flag."""
     s = Score()
     for item in items:
         texts = {x["id"]: x["text"] for x in item.sentences}

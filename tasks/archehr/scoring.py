@@ -150,22 +150,13 @@ def score_subtask4(predictions: dict[str, list[dict[str, Any]]], key: dict[str, 
 
 
 def model_metrics(references: list[str], predictions: list[str], cfg: MetricsConfig) -> tuple[dict, dict]:
-    values: dict[str, float | None] = {}
-    unavailable: dict[str, str] = {}
-    if cfg.bertscore is None:
-        values["bertscore"], unavailable["bertscore"] = None, "no BERTScore model configured"
-    else:
-        bs = bertscore(references, predictions, cfg.bertscore)
-        if isinstance(bs, Unavailable):
-            values["bertscore"], unavailable["bertscore"] = None, bs.reason
-        else:
-            values["bertscore"] = 100 * bs
-    values["alignscore"] = None
+    bs = Unavailable("no BERTScore model configured") if cfg.bertscore is None \
+        else bertscore(references, predictions, cfg.bertscore)
+    unavailable = {"bertscore": bs.reason} if isinstance(bs, Unavailable) else {}
     unavailable["alignscore"] = cfg.unavailable.get(
         "alignscore", "AlignScore needs its checkpoint (AlignScore-base.ckpt) and roberta-base from the hub")
-    values["medcon"] = None
-    unavailable["medcon"] = cfg.unavailable.get(
-        "medcon", "MEDCON needs a licensed UMLS/QuickUMLS installation")
+    unavailable["medcon"] = cfg.unavailable.get("medcon", "MEDCON needs a licensed UMLS/QuickUMLS installation")
+    values = {"bertscore": None if isinstance(bs, Unavailable) else 100 * bs, "alignscore": None, "medcon": None}
     return values, unavailable
 
 

@@ -128,26 +128,17 @@ def score(notes: list[Note], predictions: dict[str, Correction], cfg: CorrMetric
     components.append(rouge["rouge-1"])
 
     if cfg.bertscore is None:
-        result["BERTC"], unavailable["bertscore"] = None, "no BERTScore model configured"
-    elif not preds:
-        result["BERTC"] = correct_na / total
-        components.append([])
+        bs: list[float] | Unavailable = Unavailable("no BERTScore model configured")
     else:
-        bs = bertscore_per_pair(refs, preds, cfg.bertscore)
-        if isinstance(bs, Unavailable):
-            result["BERTC"], unavailable["bertscore"] = None, bs.reason
-        else:
-            clipped = [_clip(x) for x in bs]
-            result["BERTC"] = (sum(clipped) + correct_na) / total
-            components.append(clipped)
-
+        bs = bertscore_per_pair(refs, preds, cfg.bertscore) if preds else []
     bl = _bleurt(refs, preds, cfg.bleurt_checkpoint) if preds or not cfg.bleurt_checkpoint else []
-    if isinstance(bl, Unavailable):
-        result["BLEURTC"], unavailable["bleurt"] = None, bl.reason
-    else:
-        clipped = [_clip(x) for x in bl]
-        result["BLEURTC"] = (sum(clipped) + correct_na) / total
-        components.append(clipped)
+    for name, metric, values in (("BERTC", "bertscore", bs), ("BLEURTC", "bleurt", bl)):
+        if isinstance(values, Unavailable):
+            result[name], unavailable[metric] = None, values.reason
+        else:
+            clipped = [_clip(x) for x in values]
+            result[name] = (sum(clipped) + correct_na) / total
+            components.append(clipped)
 
     per_pair = [sum(c[i] for c in components) / len(components) for i in range(len(preds))]
     result["AggregateC"] = (sum(per_pair) + correct_na) / total
