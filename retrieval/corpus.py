@@ -1,4 +1,5 @@
-"""Read corpora (JSONL, CSV, plain text; optionally gzip-compressed) into chunks, with a field mapping from config."""
+"""Read corpora (JSONL, CSV, plain text; optionally gzip-compressed) into chunks, with a field mapping from config,
+and hash each document's chunks: how a re-index knows which documents changed or went away."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import gzip
 import hashlib
 import io
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,14 +71,12 @@ def corpus_hash(files: list[Path]) -> str:
     return digest.hexdigest()
 
 
-def _open_text(path: Path) -> io.TextIOBase:
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return path.open("r", encoding="utf-8", newline="")
-
-
 def _open_bytes(path: Path):
     return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
+
+
+def _open_text(path: Path) -> io.TextIOBase:
+    return io.TextIOWrapper(_open_bytes(path), encoding="utf-8", newline="")
 
 
 def _jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -153,4 +153,34 @@ def iter_chunks(spec: CorpusSpec, duplicates: list[str] | None = None) -> Iterat
             source = str(rec.get(spec.source_field) or "") if spec.source_field else (spec.source or spec.name)
             meta = {f: rec.get(f) for f in spec.metadata_fields if f in rec}
             for i, piece in enumerate(chunk_text(text, spec.chunk_size, spec.chunk_overlap)):
-                yield Chunk(f"{spec.name}:{doc_id}#{i}", doc_id, title, piece, source, meta)
+                yield Chunk(f"{chunk_prefix(spec.name, doc_id)}{i}", doc_id, title, piece, source, meta)
+
+
+def chunk_prefix(corpus: str, doc_id: str) -> str:
+    """Every chunk id of a document starts with this."""
+    return f"{corpus}:{doc_id}#"
+
+
+def chunk_number(chunk_id: str, prefix: str) -> int | None:
+    """n of `<prefix><n>` (`corpus:doc#n`), None when the id is not one of that document's chunk ids."""
+    rest = chunk_id[len(prefix):] if chunk_id.startswith(prefix) else ""
+    return int(rest) if re.fullmatch(r"[0-9]+", rest) else None
+
+
+def doc_hash(chunks: Iterable[Chunk]) -> str:
+    """sha256 over a document's chunks in chunk order, as they are stored and embedded (metadata with sorted keys,
+    so a stored copy hashes the same): a changed text, title, metadata field or chunking setting changes it."""
+    digest = hashlib.sha256()
+    for c in sorted(chunks, key=lambda c: int(c.id.rsplit("#", 1)[1])):
+        record: list[Any] = [c.id, c.title, c.text, c.source, c.metadata]
+        digest.update(json.dumps(record, sort_keys=True, ensure_ascii=False).encode())
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def doc_hashes(chunks: Iterable[Chunk]) -> dict[str, str]:
+    """{doc_id: hash} of a corpus's chunks, in first-seen document order."""
+    by_doc: dict[str, list[Chunk]] = {}
+    for c in chunks:
+        by_doc.setdefault(c.doc_id, []).append(c)
+    return {doc: doc_hash(cs) for doc, cs in by_doc.items()}

@@ -215,24 +215,19 @@ class Embedder:
         if self.cache_size <= 0:  # nothing kept in this process: each text computed (or read from DSPy's cache)
             return np.ascontiguousarray(self._compute(keys, documents, show_progress), dtype=np.float32)
         with self._lock:
-            missing = list(dict.fromkeys(k for k in keys if k not in self._cache))
+            found = {k: self._cache[k] for k in keys if k in self._cache}
+            for k in found:
+                self._cache.move_to_end(k)
+        missing = [k for k in dict.fromkeys(keys) if k not in found]
         if missing:
             vecs = self._compute(missing, documents, show_progress)
+            found.update(zip(missing, vecs, strict=True))
             with self._lock:
                 for k, v in zip(missing, vecs, strict=True):
                     self._cache[k] = v
                     if len(self._cache) > self.cache_size:
                         self._cache.popitem(last=False)
-        with self._lock:
-            out = [self._cache.get(k) for k in keys]
-            for k, vec in zip(keys, out, strict=True):
-                if vec is not None:
-                    self._cache.move_to_end(k)
-        evicted = list(dict.fromkeys(k for k, vec in zip(keys, out, strict=True) if vec is None))
-        if evicted:  # by a concurrent caller between the two steps: computed again (the same vectors), not kept
-            again = dict(zip(evicted, self._compute(evicted, documents, False), strict=True))
-            out = [again[k] if vec is None else vec for k, vec in zip(keys, out, strict=True)]
-        return np.ascontiguousarray(np.stack(out), dtype=np.float32)
+        return np.ascontiguousarray(np.stack([found[k] for k in keys]), dtype=np.float32)
 
     def encode_documents(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
         return self._encode(texts, self.document_prefix, show_progress, documents=True)

@@ -16,8 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 from tqdm import tqdm
 
-from retrieval.corpus import Chunk, CorpusSpec, corpus_hash, iter_chunks, resolve_paths
-from retrieval.documents import doc_hashes
+from retrieval.corpus import Chunk, CorpusSpec, corpus_hash, doc_hashes, iter_chunks, resolve_paths
 from retrieval.embed import Embedder
 from retrieval.passage import RetrievalError
 

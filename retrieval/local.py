@@ -3,7 +3,7 @@
 An index directory:
     manifest.json   embedder name and dimension, corpora (hash), how to re-index each, counts, generation, index type
     store.sqlite    chunks(vid, id, doc_id, title, text, source, metadata): the live chunks; vid = row of vectors.f32
-                    docs(corpus, doc_id, hash): each indexed document's content hash (retrieval/documents.py)
+                    docs(corpus, doc_id, hash): each indexed document's content hash (corpus.doc_hash)
                     meta: `generation` (bumped by every change of the chunks) and `next_vid`
     vectors.f32     chunk vectors, float32, appended in vid order; rows of replaced chunks stay, unreferenced
     dense.faiss     vid-mapped FAISS: exact inner product below `hnsw_threshold` chunks, HNSW above
@@ -35,8 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.corpus import Chunk
-from retrieval.documents import chunk_number, chunk_prefix, doc_hash
+from retrieval.corpus import Chunk, chunk_number, chunk_prefix, doc_hash
 from retrieval.embed import Embedder
 from retrieval.index_lock import holder, holder_text, index_lock
 from retrieval.passage import Passage, RetrievalError
@@ -225,10 +224,6 @@ class LocalIndex:
         """Inside the transaction that changes the chunks: the derived files now lag until `finalize`."""
         self._set_meta(db, "generation", (self._meta(db, "generation") or 0) + 1)
 
-    def generation(self) -> int:
-        with self._lock:
-            return self._meta(self._conn(), "generation") or 0
-
     def reconcile(self) -> list[str]:
         """Finish or undo a write phase a crash interrupted: make vectors.f32 hold exactly the rows up to next_vid."""
         repaired: list[str] = []
@@ -260,12 +255,13 @@ class LocalIndex:
         """What lags behind the stored rows (empty when manifest, store, vectors, FAISS and BM25 agree)."""
         n = self.count()
         with self._lock:
-            end = self._next_vid(self._conn())
+            db = self._conn()
+            end, generation = self._next_vid(db), self._meta(db, "generation") or 0
         lagging = []
         if int(self.manifest().get("count", -1)) != n:
             lagging.append(f"manifest says {self.manifest().get('count')} chunks, store.sqlite holds {n}")
-        elif int(self.manifest().get("generation", 0)) != self.generation():
-            lagging.append(f"store.sqlite changed (generation {self.generation()}) after the dense and BM25 indexes "
+        elif int(self.manifest().get("generation", 0)) != generation:
+            lagging.append(f"store.sqlite changed (generation {generation}) after the dense and BM25 indexes "
                            f"were built (generation {self.manifest().get('generation', 0)})")
         if self._vector_rows() != end:
             lagging.append(f"vectors.f32 holds {self._vector_rows()} rows, store.sqlite {end}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from common.errors import ClinprogError
@@ -20,9 +20,6 @@ class Passage:
     source: str = ""
     score: float = 0.0
     metadata: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     def format(self) -> str:
         """The layout documents are embedded with, and that agents read."""

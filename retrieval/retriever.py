@@ -29,9 +29,8 @@ class Retriever(dspy.Module):
         self.load_timing: dict[str, float] = {}   # warm_up(): embedder_s, index_s, reranker_s
 
     def warm_up(self, query: str = WARM_UP_QUERY) -> dict[str, float]:
-        """Do the one-off work of a first query now, with a throwaway query: load the embedder, open the index
-        (FAISS, bm25s, SQLite) and compile or load bm25s' numba kernels, load the reranker. Afterwards
-        `last_timing` measures queries only. Returns the seconds per part (also kept in `load_timing`)."""
+        """Do the one-off work of a first query now (load the embedder, open the index, compile bm25s' kernels, load
+        the reranker), so `last_timing` measures queries only. Returns the seconds per part (kept in `load_timing`)."""
         timing: dict[str, float] = {}
         embedder = getattr(self.backend, "embedder", None)
         if embedder is not None:  # its own line: model loading is often the larger part
@@ -56,11 +55,10 @@ class Retriever(dspy.Module):
         start = time.perf_counter()
         first = self.backend.search_batch(queries, self.k)
         searched = time.perf_counter()
+        final_k = k or self.rerank_k
         if self.reranker is not None:
-            final_k = k or self.rerank_k
             out = [self.reranker.rerank(q, ps, final_k) for q, ps in zip(queries, first, strict=True)]
         else:
-            final_k = k or self.rerank_k
             out = [ps[:final_k] for ps in first]
         self.last_timing = {"search_s": searched - start, "rerank_s": time.perf_counter() - searched}
         return out
@@ -70,17 +68,11 @@ class Retriever(dspy.Module):
 
     def check(self) -> None:
         """Fail now, with one line, when the index is missing, was built with another embedder, or cannot answer a
-        search (the local index half written by a killed or running `task=index`): an agent run would otherwise read
-        "search failed" on every search of every note. A backend without `check_searchable` (the server-side
-        Weaviate one keeps itself consistent; a user's own) is checked for its embedder."""
+        search: an agent run would otherwise read "search failed" on every search of every note."""
         getattr(self.backend, "check_searchable", self.backend.check_embedder)()
 
     def as_tool(self, name: str = "search", max_chars: int = 600, max_passages: int | None = None) -> dspy.Tool:
-        """A `dspy.Tool` for agents (ReAct): the top `max_passages` passages as numbered text.
-
-        The text is a `SearchResult`, a str that also carries the passages it shows, so a caller can record which
-        passages the agent read (ids, titles, sources) without a second search.
-        """
+        """A `dspy.Tool` for agents (ReAct): the top `max_passages` passages as numbered text, a `SearchResult`."""
 
         def search(query: str) -> str:
             """Search the medical corpus and return the most relevant passages."""
@@ -91,11 +83,8 @@ class Retriever(dspy.Module):
 
 
 class SearchResult(str):
-    """The formatted passages an agent reads, with the passages themselves in `.passages`.
-
-    A str subclass rather than a second attribute on the tool: every agent and prompt keeps reading plain text, and
-    the passages travel with the one result they belong to (no "last search" state shared between threads).
-    """
+    """The formatted passages an agent reads, with the passages themselves in `.passages`: a str, so every agent reads
+    plain text, and the passages travel with their result (no "last search" state shared between threads)."""
 
     passages: tuple[Passage, ...]
 

@@ -1,9 +1,5 @@
-"""Weaviate (weaviate-client v4) backend: our own vectors (same embedder as the queries) + BM25 hybrid search.
-
-The scale-out path: a multi-node Weaviate cluster; sharding and replication come from config. No server runs
-on our CI machines (embedded Weaviate downloads a binary), so this code is unit-tested without a server and
-integration-tested against `WEAVIATE_URL` when it is set.
-"""
+"""Weaviate (weaviate-client v4) backend, the scale-out path: our own vectors + BM25 hybrid search, sharding and
+replication from config. Unit-tested without a server; integration-tested against `WEAVIATE_URL` when it is set."""
 
 from __future__ import annotations
 
@@ -161,12 +157,8 @@ class WeaviateIndex:
     def existing_ids(self, ids: list[str]) -> set[str]:
         from weaviate.util import generate_uuid5
 
-        found = set()
         col = self._collection()
-        for cid in ids:
-            if col.data.exists(generate_uuid5(cid)):
-                found.add(cid)
-        return found
+        return {cid for cid in ids if col.data.exists(generate_uuid5(cid))}
 
     def add(self, chunks: list[Chunk], vectors: np.ndarray) -> int:
         """Batch import; returns the number of failed objects (their errors are reported, not swallowed)."""
