@@ -26,21 +26,18 @@ class PlainCases:
     cut: dict[str, list[list[str]]]   # case id -> per sentence cut by length, the ids of its pieces
 
 
-def table(settings: Mapping[str, Any]) -> Table:
-    message = limit(settings, "max_message_chars", f"{KNOB}.max_message_chars")
-    note = limit(settings, "max_note_chars", f"{KNOB}.max_note_chars")
-    return Table(required=("id", "message", "note"), optional=("patient_question", "clinician_question", "answer"),
-                 max_chars={"id": (200, "the id limit"), "message": message, "patient_question": message,
-                            "clinician_question": message, "note": note, "answer": note})
-
-
 def load_plain_cases(path: str | Path, settings: Mapping[str, Any]) -> PlainCases:
     """The cases of `path`, every row checked before any model loads; `settings` is `data.plain`."""
     max_sentences, knob = limit(settings, "max_sentences", f"{KNOB}.max_sentences")
     max_chars = limit(settings, "max_sentence_chars", f"{KNOB}.max_sentence_chars")[0]
     split = split_mode(settings, f"{KNOB}.split")
+    message = limit(settings, "max_message_chars", f"{KNOB}.max_message_chars")
+    note = limit(settings, "max_note_chars", f"{KNOB}.max_note_chars")
+    table = Table(required=("id", "message", "note"), optional=("patient_question", "clinician_question", "answer"),
+                  max_chars={"id": (200, "the id limit"), "message": message, "patient_question": message,
+                             "clinician_question": message, "note": note, "answer": note})
     cases, cut = [], {}
-    for row in read_rows(path, table(settings)):
+    for row in read_rows(path, table):
         v = row.values
         texts, groups = numbered_note(v["note"], max_chars, split)
         if len(texts) > max_sentences:
