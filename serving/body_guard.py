@@ -62,10 +62,9 @@ class Readers:
 
 
 class BodyGuard:
-    """Before FastAPI reads a request: the Host of a token-less loopback server (every path), then for `/v1/` the
-    bearer token, how many bodies are still being sent at once, the body's time to arrive and its size (counted as
-    the bytes arrive, so a chunked body is limited too), its encoding (UTF-8) and its JSON (nesting depth, number
-    lengths, lone surrogates): 403, 401, 503, 408, 413, 422."""
+    """Before FastAPI reads a request: the Host of a token-less loopback server (403), then for `/v1/` the token (401),
+    bodies on their way at once (503), the body's time to arrive (408), its size as it arrives (413), its encoding
+    and JSON (422)."""
 
     def __init__(self, app: ASGIApp, token: str | None, max_bytes: int, readers: Readers, read_timeout_s: float,
                  max_items: int, hosts: frozenset[str] | None) -> None:

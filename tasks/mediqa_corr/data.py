@@ -1,8 +1,5 @@
-"""Load MEDIQA-CORR / MEDEC CSV files.
-
-Handles both line-ending styles, quoted multi-line cells, all-empty padding rows, float-typed ids (`8.0`), and
-takes sentence ids from the `Sentences` column exactly as given (`"<id> <sentence>"` per line).
-"""
+"""Load MEDIQA-CORR / MEDEC CSV files (multi-line cells, padding rows, float ids such as `8.0`); sentence ids are
+taken from the `Sentences` column as given (`"<id> <sentence>"` per line)."""
 
 from __future__ import annotations
 
