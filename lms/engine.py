@@ -31,6 +31,15 @@ def system_text(system: Any) -> str | None:
     return "".join(getattr(part, "text", "") for part in system)
 
 
+def sampling(config: Any) -> dict[str, Any]:
+    """The request's sampling settings that are set, in OpenAI's names."""
+    out = {name: getattr(config, name) for name in ("max_tokens", "temperature", "top_p", "seed")
+           if getattr(config, name) is not None}
+    if config.stop:
+        out["stop"] = list(config.stop)
+    return out
+
+
 def text_response(text: str, *, id: Any, model: str, input_tokens: Any, output_tokens: Any,
                   finish_reason: str = "stop") -> Response:
     return Response(id=id, model=model, message=Message.assistant((TextPart(text),)), finish_reason=finish_reason,

@@ -3,6 +3,7 @@ Builders fail early, with one `LMConfigError` line, on a missing key, an unreach
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import urllib.error
@@ -90,33 +91,34 @@ def gemini_lm(
                    num_retries=num_retries, cache=cache)
 
 
+def _data_only(messages: Any) -> Any:
+    """A prompt or message list with every text stripped of control-token strings."""
+    if isinstance(messages, str):
+        return strip_control_tokens(messages)
+    if not isinstance(messages, list):
+        return messages
+    out = []
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            message = {**message, "content": strip_control_tokens(content)}
+        elif isinstance(content, list):
+            message = {**message, "content": [
+                {**part, "text": strip_control_tokens(part["text"])}
+                if isinstance(part, dict) and isinstance(part.get("text"), str) else part for part in content]}
+        out.append(message)
+    return out
+
+
 class DataOnlyLM(dspy.LM):
     """A `dspy.LM` whose prompts carry no control-token strings: a chat server tokenizes the rendered turns with
     special tokens recognised, so a patient's `<|im_end|>` or `[INST]` would be read as the template's own."""
 
-    @staticmethod
-    def _data_only(messages: Any) -> Any:
-        if not isinstance(messages, list):
-            return messages
-        out = []
-        for message in messages:
-            content = message.get("content") if isinstance(message, dict) else None
-            if isinstance(content, str):
-                message = {**message, "content": strip_control_tokens(content)}
-            elif isinstance(content, list):
-                message = {**message, "content": [
-                    {**part, "text": strip_control_tokens(part["text"])}
-                    if isinstance(part, dict) and isinstance(part.get("text"), str) else part for part in content]}
-            out.append(message)
-        return out
-
     def forward(self, prompt=None, messages=None, **kwargs):
-        prompt = strip_control_tokens(prompt) if isinstance(prompt, str) else prompt
-        return super().forward(prompt=prompt, messages=self._data_only(messages), **kwargs)
+        return super().forward(prompt=_data_only(prompt), messages=_data_only(messages), **kwargs)
 
     async def aforward(self, prompt=None, messages=None, **kwargs):
-        prompt = strip_control_tokens(prompt) if isinstance(prompt, str) else prompt
-        return await super().aforward(prompt=prompt, messages=self._data_only(messages), **kwargs)
+        return await super().aforward(prompt=_data_only(prompt), messages=_data_only(messages), **kwargs)
 
 
 def openai_lm(
@@ -195,14 +197,9 @@ def openai_compatible_lm(
     return lm
 
 
-_ATTEMPT_LOGGER: Any = None
-
-
+@functools.cache
 def count_litellm_attempts() -> None:
-    """Count every HTTP attempt LiteLLM makes (retries included) in the calling thread (common.usage)."""
-    global _ATTEMPT_LOGGER
-    if _ATTEMPT_LOGGER is not None:
-        return
+    """Count every HTTP attempt LiteLLM makes (retries included) in the calling thread (common.usage); once."""
     import litellm
     from litellm.integrations.custom_logger import CustomLogger
 
@@ -212,8 +209,7 @@ def count_litellm_attempts() -> None:
         def log_pre_api_call(self, model, messages, kwargs):  # runs in the calling thread, once per attempt
             count_attempt()
 
-    _ATTEMPT_LOGGER = AttemptCounter()
-    litellm.callbacks = [*(litellm.callbacks or []), _ATTEMPT_LOGGER]
+    litellm.callbacks = [*(litellm.callbacks or []), AttemptCounter()]
 
 
 def build_lm(lm_cfg: Any) -> dspy.LM:

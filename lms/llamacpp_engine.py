@@ -15,7 +15,7 @@ from dspy.lm15 import Response
 
 from common.control_tokens import strip_control_tokens, vocabulary_control_tokens
 from common.cpu import threads_now, threads_setting
-from lms.engine import Engine, system_text, text_response
+from lms.engine import Engine, sampling, system_text, text_response
 from lms.errors import LMConfigError
 from lms.openai_compatible_engine import wire_response_format
 
@@ -139,16 +139,8 @@ class LlamaCppEngine(Engine):
 
     def complete(self, request: Any) -> Response:
         config = request.config
-        kwargs: dict[str, Any] = {
-            "messages": self._messages(request),
-            "temperature": 0.0 if config.temperature is None else config.temperature,
-            "max_tokens": config.max_tokens or 512,
-            "seed": config.seed if config.seed is not None else self.seed,
-        }
-        if config.top_p is not None:
-            kwargs["top_p"] = config.top_p
-        if config.stop:
-            kwargs["stop"] = list(config.stop)
+        kwargs: dict[str, Any] = {"messages": self._messages(request), "temperature": 0.0, "seed": self.seed,
+                                  **sampling(config), "max_tokens": config.max_tokens or 512}
         response_format = self._response_format(config)
         if response_format is not None:
             kwargs["response_format"] = response_format

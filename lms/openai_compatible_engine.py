@@ -12,7 +12,7 @@ from dspy import lm15
 from dspy.lm15 import Response, response_from_openai_chat
 
 from common.usage import count_attempt
-from lms.engine import Engine, status_error
+from lms.engine import Engine, sampling, status_error
 
 DEFAULT_TIMEOUT_S = 600.0  # LiteLLM's default, when lm.client.timeout is null
 
@@ -93,12 +93,7 @@ class OpenAICompatibleEngine(Engine):
         messages = [{"role": "system", "content": _text(request.system)}] if request.system else []
         messages += [{"role": m.role, "content": _text(m.parts) if m.text is None else m.text}
                      for m in request.messages]
-        body: dict[str, Any] = {"model": self.model, "messages": messages}
-        for name in ("max_tokens", "temperature", "top_p", "seed"):
-            if getattr(config, name) is not None:
-                body[name] = getattr(config, name)
-        if config.stop:
-            body["stop"] = list(config.stop)
+        body: dict[str, Any] = {"model": self.model, "messages": messages, **sampling(config)}
         response_format = wire_response_format(self.structured_output, config.response_format)
         if response_format is not None:
             body["response_format"] = response_format
