@@ -23,8 +23,7 @@ def main(cfg: DictConfig) -> float | None:
 
 
 def cli() -> None:
-    """`python main.py` with `sys.argv`: a command line Hydra cannot compose (a mistyped key, group or option, a
-    parameter of a stage implementation not in use) is one line naming the closest valid one (common/overrides.py)."""
+    """`python main.py` with `sys.argv`: a command line Hydra cannot compose is one line (common/overrides.py)."""
     from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
 
     from common.overrides import config_mistake, too_deeply_nested

@@ -1,31 +1,24 @@
-"""Run the task a composed config names: the whole body of `python main.py ...` once Hydra has composed `cfg`.
-
-`main.py` only wraps this in `@hydra.main`; tests compose the config and call it (`tests/cli.py`), as
-lightning-hydra-template's tests call `train(cfg)`.
-"""
+"""Run the task a composed config names: the whole body of `python main.py ...` once Hydra has composed `cfg`
+(tests compose the config and call it)."""
 
 from __future__ import annotations
 
 import sys
+import traceback
 from collections.abc import Callable
 
+from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_method
 from omegaconf import DictConfig
 from omegaconf.errors import InterpolationResolutionError
 
+from common.config_groups import with_choices
 from common.errors import ClinprogError, import_failure, through_instantiate, wrapped
-
-
-def record_choices(cfg: DictConfig) -> None:
-    """Copy Hydra's runtime choices (group -> option) into `cfg.choices`: reports and the run's config.json name the
-    options the command line chose (common/config_groups.py). Outside `@hydra.main` (a caller's own compose) the
-    config keeps what it has."""
-    from hydra.core.hydra_config import HydraConfig
-
-    from common.config_groups import with_choices
-
-    if HydraConfig.initialized():
-        with_choices(cfg, HydraConfig.get().runtime.choices)
+from common.logs import error_text, quiet_third_party
+from common.multirun import job_failed
+from common.outputs import in_multirun, output_dir, record_failure
+from common.settings import validate
+from common.tracking import tracked
 
 
 def task_function(cfg: DictConfig) -> Callable[[DictConfig], float | None]:
@@ -51,61 +44,34 @@ def interrupted_line(cfg: DictConfig | None) -> str:
 
 def dispatch(cfg: DictConfig) -> float | None:
     """Run the chosen task; a `ClinprogError` becomes one `error:` line on stderr (and in the run folder), exit code 2."""
-    from common.logs import quiet_third_party
-
     quiet_third_party(bool(cfg.get("verbose")))
-    record_choices(cfg)
+    if HydraConfig.initialized():  # reports and config.json name the options the command line chose
+        with_choices(cfg, HydraConfig.get().runtime.choices)
     try:
-        from common.settings import validate
-
         validate(cfg)  # every schema'd section (serve.*, executor.*), before any task runs
         task = task_function(cfg)
-        from common.outputs import output_dir
-        from common.tracking import tracked
-
         with through_instantiate(), tracked(cfg, output_dir()):  # a builder's ConfigError: one line, not Hydra's
             return task(cfg)
-    except KeyboardInterrupt:
-        # Ctrl-C outside a run's case loop (which says what it saved): loading, compiling, writing outputs. One line,
-        # as in the loop, never a traceback; a run folder left with nothing of its own is removed.
-        from common.outputs import record_failure
-
+    except KeyboardInterrupt:  # outside a run's case loop (which says what it saved): one line, never a traceback
         line = interrupted_line(cfg)
         print(line, file=sys.stderr)
         record_failure(line)
         raise SystemExit(130) from None
     except (ClinprogError, InterpolationResolutionError) as caught:
-        from common.logs import error_text
-
         exc = wrapped(caught, ClinprogError)
         if exc is None:  # a config value omegaconf cannot resolve (not ours): its own one-line message
             exc = ClinprogError(str(caught).splitlines()[0])
-        from common.multirun import job_failed
-
-        line = error_text(exc)  # user input in the message (a case id) cannot add lines of its own
+        line = error_text(exc)
         if job_failed(line):  # a multirun job: the next job runs; the sweep's end lists it and exits 2
             return None
-        # One clear line instead of a traceback: a missing key, a dead server, a malformed file, a bad config value.
         print(line, file=sys.stderr)
-        from common.outputs import record_failure
-
         record_failure(line)
         raise SystemExit(2) from None
     except Exception as exc:
-        from common.multirun import job_failed
-        from common.outputs import in_multirun
-
+        line = error_text(f"unexpected {type(exc).__name__}: {exc}")
         if in_multirun():  # a bug in one multirun job: its traceback now, the other jobs still run (exit 1 at the end)
-            import traceback
-
-            from common.logs import error_text
-
             traceback.print_exc()
-            job_failed(error_text(f"unexpected {type(exc).__name__}: {exc}"), unexpected=True)
+            job_failed(line, unexpected=True)
             return None
-        # A bug, not a user error: Hydra prints the traceback (to report); the run folder is still tidied up.
-        from common.logs import error_text
-        from common.outputs import record_failure
-
-        record_failure(error_text(f"unexpected {type(exc).__name__}: {exc}"))
+        record_failure(line)  # a bug: Hydra prints the traceback; the run folder is still tidied up
         raise
