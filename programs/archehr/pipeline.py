@@ -16,12 +16,8 @@ ROLES = ("question", "evidence", "answer", "alignment")
 
 
 class ArchEHRCascade(dspy.Module):
-    """Four stages, each a module with the same inputs/outputs whether it calls an LM or not.
-
-    Built by the contract from `conf/program/archehr/<stage>/<implementation>.yaml` (one config group per stage).
-    `no_lm_fallbacks` replace an LM stage whose output failed (program/archehr/fallback=no_lm); without them each
-    LM stage takes its own documented fallback (the seed's rules).
-    """
+    """Four stages, each with the same inputs/outputs whether it calls an LM or not (stages.py). `no_lm_fallbacks`
+    replace an LM stage whose output failed (program/archehr/fallback=no_lm); else its own fallback answers."""
 
     def __init__(
         self,
@@ -36,24 +32,20 @@ class ArchEHRCascade(dspy.Module):
     ) -> None:
         super().__init__()
         self.question, self.evidence, self.answer, self.alignment = question, evidence, answer, alignment
-        self._grounding = grounding  # a non-LLM check (no learnable state), None with program/archehr/grounding=none
-        # Plain dicts hold modules that are not learnable state: DSPy's named_parameters() skips dict values that
-        # are Modules (only Predict parameters in dicts count), so save()/load() are the same with or without them.
+        self._grounding = grounding  # None with program/archehr/grounding=none
+        # Plain dicts: DSPy's named_parameters() skips the Modules in them, so save()/load() ignore these.
         self._no_lm = dict(no_lm_fallbacks or {})
-        # LMs are runtime resources, not program state: kept out of save()/load().
         self._role_lms = dict(role_lms or {})
 
     def _stage(self, name: str, ledger: UsageLedger, fallbacks: dict[str, str], *args,
                **optional) -> dspy.Prediction:
-        """Run one stage under its role's LM, timed; on a recorded failure use its no-LM module if configured.
-        `optional` keyword inputs go to the implementations whose `forward` names them (the protocols' inputs are
-        the positional ones: an implementation written against them is called as before)."""
+        """Run one stage under its role's LM, timed; on a failure its no-LM module answers if configured. `optional`
+        keyword inputs go only to implementations whose `forward` names them."""
         with ledger.stage(name, self._role_lms.get(name)):
             stage = getattr(self, name)
             out = stage(*args, **takes(stage, optional))
             ledger.repaired(name, out.get("repairs", 0))  # stages without string outputs report none
-            # a reply that parsed but says nothing (every score equal, no citation at all): counted in usage.json
-            # and report.html; with non-LLM fallbacks configured, the non-LLM stage answers instead, as for a failure
+            # a reply that parsed but says nothing (every score equal, no citation): counted, and replaced like a failure
             empty = out.get("degenerate")
             if empty:
                 ledger.degenerate(name, empty)
@@ -65,7 +57,7 @@ class ArchEHRCascade(dspy.Module):
         return out
 
     def interpret(self, case: Case, ledger: UsageLedger, fallbacks: dict[str, str]) -> dspy.Prediction:
-        """Stage 1 (a seam: a program given the clinician question, like ArchEHR-QA 2025, skips it)."""
+        """Stage 1 (ArchEHR-QA 2025, given the clinician question, overrides it)."""
         return self._stage("question", ledger, fallbacks, case.patient_narrative, " ".join(case.patient_question_phrases))
 
     def forward(self, case: Case) -> dspy.Prediction:
@@ -73,8 +65,6 @@ class ArchEHRCascade(dspy.Module):
         fallbacks: dict[str, str] = {}
 
         q = self.interpret(case, ledger, fallbacks)
-        # the learned stage's candidates with the rerank's parts (the run page shows what it weighed); None for
-        # a stage that writes one question
         pred = {"case_id": case.case_id, "clinician_question": q.clinician_question,
                 "question_candidates": q.get("candidates")}
 
@@ -88,8 +78,6 @@ class ArchEHRCascade(dspy.Module):
         by_id = {s.id: s for s in sentences}
         evidence = [by_id[i] for i in ev.evidence_ids]
 
-        # the evidence stage's scores go to an answer stage that takes them (the extractive one's `choose: evidence`
-        # keeps the best-scored sentences when the evidence is over the word limit)
         ans = self._stage("answer", ledger, fallbacks, q.clinician_question, evidence, case.note_text,
                           scores=ev.scores)
 
@@ -105,7 +93,7 @@ class ArchEHRCascade(dspy.Module):
 
         grounding = None
         if self._grounding is not None:
-            # the program's own answer: its sentences with the alignment's citations when those sentences were aligned
+            # the program's own answer, with the alignment's citations when it was the answer aligned
             own = answer_items if alignment_source == "generated" else [
                 {"id": str(i), "text": t} for i, t in enumerate(split_sentences(answer), 1)]
             with ledger.stage("grounding", self._role_lms.get("grounding")):

@@ -1,20 +1,16 @@
-"""What every implementation of an ArchEHR stage takes and returns, LM or not (`typing.Protocol`s).
-
-An implementation is any `dspy.Module` whose `forward` has these inputs and whose `dspy.Prediction` carries these
-outputs; `uses_lm` (a class attribute, False when absent) says whether it calls its role's LM. The cascade
-(`pipeline.py`) depends on these protocols only, so config can swap implementations
-(`program/archehr/<stage>=<implementation>`).
-"""
+"""What every implementation of an ArchEHR stage takes and returns, LM or not: a `dspy.Module` whose `forward` and
+`dspy.Prediction` match these protocols. `uses_lm` (a class attribute, False when absent) says whether it calls its
+role's LM. The cascade depends on these protocols only, so config can swap implementations."""
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, Protocol
+from typing import ClassVar, Protocol
 
 import dspy
 
+from common.errors import ConfigError
 from tasks.archehr.data import AnswerSentence, NoteSentence
 
-Anchor = Literal["clinician_question", "patient_narrative", "both"]
 ANCHORS: tuple[str, ...] = ("clinician_question", "patient_narrative", "both")
 
 
@@ -29,7 +25,7 @@ class QuestionStage(Protocol):
 
 class EvidenceStage(Protocol):
     """-> evidence_ids, scores ({sentence id: 1-5} or None), selection (how the ids were chosen), fallback.
-    `anchor` says what the stage scores the sentences against: the question, the narrative or both."""
+    `anchor`: what the sentences are scored against (the question, the narrative or both)."""
 
     uses_lm: ClassVar[bool]
     anchor: str
@@ -39,8 +35,7 @@ class EvidenceStage(Protocol):
 
 
 class AnswerStage(Protocol):
-    """-> answer (<= max_words, soft cut), fallback. An implementation whose `forward` also takes `scores` gets the
-    evidence stage's {sentence id: 1-5} (or None) as that keyword."""
+    """-> answer (<= max_words, soft cut), fallback. A `forward` that also takes `scores` gets the evidence stage's."""
 
     uses_lm: ClassVar[bool]
     max_words: int
@@ -63,34 +58,31 @@ STAGE_PROTOCOLS: dict[str, type] = {"question": QuestionStage, "evidence": Evide
 
 
 def missing_members(implementation: object, protocol: type) -> list[str]:
-    """What `implementation` lacks of `protocol` (its attributes, and `forward` on its class); `uses_lm` is optional.
-    Checked on the class's attributes, not by isinstance: DSPy warns when an instance's forward is touched."""
+    """What `implementation` lacks of `protocol` (`uses_lm` is optional). Not by isinstance: DSPy warns when an
+    instance's forward is touched."""
     wanted = [name for name in getattr(protocol, "__annotations__", {}) if name != "uses_lm"]
     missing = [name for name in wanted if not hasattr(implementation, name)]
     return missing + ([] if callable(getattr(type(implementation), "forward", None)) else ["forward"])
 
 
 def uses_lm(implementation: object) -> bool:
-    """Whether a stage class (or instance) calls an LM."""
     return bool(getattr(implementation, "uses_lm", False))
 
 
 def check_anchor(anchor: str, where: str = "program.evidence.anchor") -> str:
     if anchor not in ANCHORS:
-        from common.errors import ConfigError
-
         raise ConfigError(f"{where} must be one of {ANCHORS}, not {anchor!r}")
     return anchor
 
 
 def anchor_parts(anchor: str, clinician_question: str, patient_narrative: str) -> tuple[str, str]:
-    """(question, narrative) a stage that reads both scores the sentences against: an anchor of one part is both."""
+    """(question, narrative) for a stage that reads both: an anchor of one part is both."""
     return {"clinician_question": (clinician_question, clinician_question),
             "patient_narrative": (patient_narrative, patient_narrative),
             "both": (clinician_question, patient_narrative)}[anchor]
 
 
 def anchor_text(anchor: str, clinician_question: str, patient_narrative: str) -> str:
-    """The one text a stage that reads a single query scores the sentences against."""
+    """The one query text for a stage that reads a single one."""
     question, narrative = anchor_parts(anchor, clinician_question, patient_narrative)
     return f"{question} {narrative}" if anchor == "both" else question

@@ -1,33 +1,27 @@
-"""Deterministic text rules shared by the stages (word limits, the soft cut; sentences are split by
-`common.note_text.split_sentences`, the same rule as a pasted note)."""
+"""Deterministic text rules shared by the stages: word limits, the soft cut, prompt lines."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from common.errors import ConfigError
 from common.note_text import split_sentences
 
 _SENTENCE_END = (".", "!", "?")
 
 
 def truncate_words(text: str, max_words: int) -> str:
-    words = text.split()
-    return " ".join(words[:max_words])
-
-
-def _ends_sentence(word: str) -> bool:
-    return word.rstrip("\"')]").endswith(_SENTENCE_END)
+    return " ".join(text.split()[:max_words])
 
 
 def _last_sentence_end(words: list[str]) -> int:
-    """The index of the last word of `words` that ends a sentence; -1 when none does."""
-    return max((i for i, w in enumerate(words) if _ends_sentence(w)), default=-1)
+    """The index of the last word that ends a sentence (closing quotes aside); -1 when none does."""
+    return max((i for i, w in enumerate(words) if w.rstrip("\"')]").endswith(_SENTENCE_END)), default=-1)
 
 
 def whole_sentences(text: str, max_words: int) -> str:
-    """`text` within `max_words` words, ending where a sentence ends when one ends within the limit: a reply of two
-    questions over the limit keeps the first whole ("Why was the dose reduced?") instead of half the second ("...
-    Is it possible that the"); a first sentence over the limit is cut at the limit."""
+    """`text` within `max_words` words, ending at the last sentence end within the limit when there is one (a reply
+    of two questions keeps the first whole, not half the second), else cut at the limit."""
     words = text.split()
     if len(words) <= max_words:
         return " ".join(words)
@@ -36,11 +30,8 @@ def whole_sentences(text: str, max_words: int) -> str:
 
 
 def soft_cut(text: str, max_words: int = 75, min_ratio: float = 0.6) -> str:
-    """Limit `text` to `max_words` words, preferring to end at a sentence boundary.
-
-    Cut at the last sentence end within the limit when that keeps at least `min_ratio` of the limit;
-    otherwise hard-cut at the limit and end with a period.
-    """
+    """`text` within `max_words` words: cut at the last sentence end within the limit when that keeps at least
+    `min_ratio` of it, else hard-cut at the limit and end with a period."""
     words = text.split()
     if len(words) <= max_words:
         return " ".join(words)
@@ -65,10 +56,7 @@ def last_question_sentence(narrative: str) -> str:
 
 
 def check_answer_limits(max_words: object, soft_cut_ratio: object, where: str = "program.answer") -> None:
-    """An answer stage's limits: max_words an integer >= 1 (0 gives empty answers, a negative one cut from the end),
-    soft_cut_ratio a number in [0, 1]."""
-    from common.errors import ConfigError
-
+    """max_words an integer >= 1 (0 gives empty answers, a negative one cuts from the end), soft_cut_ratio in [0, 1]."""
     if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
         raise ConfigError(f"{where}.max_words must be an integer >= 1, not {max_words!r}")
     if isinstance(soft_cut_ratio, bool) or not isinstance(soft_cut_ratio, (int, float)) or not 0 <= soft_cut_ratio <= 1:

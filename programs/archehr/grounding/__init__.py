@@ -1,11 +1,3 @@
-"""The grounding check after stage 4: is each answer sentence supported by the note? Every implementation and its
-learned parts.
-
-- `similarity.py`: `SimilarityGroundingCheck`, similarity to the note's sentences (`program/archehr/grounding=similarity`),
-  and what the other checks build on (`NoteFacts`, `verdict_of`).
-- `claims.py`: `ClaimsGroundingCheck`, what each sentence claims must be in the note (`grounding=claims`).
-- `reader.py`: `ReaderGroundingCheck`, the claims rules and a reader verifier (`grounding=reader`);
-  `reader_verifier.py`: the verifier, a small LM's reading of each sentence and a learned head.
-- `judge.py`: `GroundingJudge`, the optional LM judge (`program.grounding.judge=lm`); `perturb.py` makes its examples.
-- `verdicts.py`: the verdict names every check and the report use.
-"""
+"""The grounding check after stage 4: is each answer sentence supported by the note? One module per
+`program/archehr/grounding` option (similarity.py, claims.py, reader.py with reader_verifier.py), the optional LM judge
+(judge.py, its examples from perturb.py) and the verdict names (verdicts.py)."""

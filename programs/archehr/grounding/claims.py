@@ -1,36 +1,24 @@
 """Grounding by what a sentence claims: is each quantity, drug, test and negation of an answer sentence in the note?
 
-Answers written for patients paraphrase the note ("the clot-dissolving drug was too risky" for "not a candidate for
-IV alteplase"), so surface similarity to the cited sentences is low for correct sentences too; a fabricated claim,
-though, names a drug, a test or a number the note does not have. An answer sentence is *unsupported* when
-(1) a quantity it states matches none of the note's (after unit conversion, within `number_tolerance`, a bare
-number equal or rounded), (2) it names a drug or a lab test the note never names (brand names and abbreviations read
-as generic / full names), (3) with `unknown_terms: tokenizer`, it uses a rare word the embedder's tokenizer splits
-that the note lacks (off by default: lay words split too and were the main false flags), (4) with `check_negation`,
-it negates what its best support states without a negation, or (5) its best support sentence (cited ones, else the
-note's) has cosine below `min_similarity` (a floor for sentences about something else entirely). The thresholds
-were fitted on the realistic dev cases (benchmarks/grounding_eval.py, results in benchmarks/README.md, "Grounding
-check").
+Patient-facing answers paraphrase the note, so similarity is low for correct sentences too; a fabricated claim names
+a drug, test or number the note lacks. Unsupported when (1) a quantity matches none of the note's, (2) it names a drug
+or lab test the note never names, (3) with `unknown_terms: tokenizer`, it uses a rare word the tokenizer splits that
+the note lacks (off by default: lay words split too), (4) with `check_negation`, it negates what its best support
+states, or (5) its best support has cosine below `min_similarity`. Thresholds: benchmarks/grounding_eval.py.
 """
 
 from __future__ import annotations
 
 from common.errors import ConfigError
 from programs.archehr.grounding.similarity import NoteFacts, SimilarityGroundingCheck, content, verdict_of
-from programs.archehr.shared.claims import (
-    contradictions,
-    named_drugs,
-    named_terms,
-    quantities,
-    unsupported_quantities,
-)
+from programs.archehr.shared.claims import contradictions, named_drugs, named_terms, quantities, unsupported_quantities
 from programs.archehr.shared.clinical_lexicon import TESTS, words
 from programs.archehr.shared.similarity import cosine_matrix
 from retrieval.embed import Embedder
 from tasks.archehr.data import NoteSentence
 
-# lab tests whose mention is a claim (generic words such as "culture" or short ones such as "pt" are not)
 NEGATION_REASON = "negation differs from its support"
+# lab tests whose mention is a claim (generic words such as "culture" or short ones such as "pt" are not)
 _CLAIMED_TESTS = frozenset(t for t in TESTS if len(t) >= 3 and t not in {"culture", "cultures", "urinalysis"})
 
 
@@ -67,8 +55,7 @@ class ClaimsGroundingCheck(SimilarityGroundingCheck):
         reasons = []
         if not support:
             reasons.append(f"no {'cited' if cited else 'note'} sentence with similarity >= {self.min_similarity}")
-        # a number must be in what the sentence rests on: its citations and the note sentences closest to it (a
-        # number found only elsewhere, in a date or another lab line, is not support for this statement)
+        # a number must be in what the sentence rests on: its citations and the note sentences closest to it
         near = " ".join(s.text for s in [*cited, *nearest[: self.number_context]])
         missing = unsupported_quantities(quantities(text), quantities(near), self.number_tolerance)
         if missing:

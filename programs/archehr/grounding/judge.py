@@ -1,13 +1,9 @@
-"""`GroundingJudge`: an LM asked whether the note sentences an answer sentence cites support it
-(`program.grounding.judge=lm`, on `lm.roles.grounding`, else the run's LM). Its verdict is `supported`,
-`contradicted` or `not in the note`, with the kind of conflict and the words the note does not support.
+"""`GroundingJudge` (`program.grounding.judge=lm`): an LM asked whether the note sentences an answer sentence cites
+support it: `supported`, `contradicted` or `not in the note`, with the kind of conflict and the words at odds.
 
-`fit(trainset, valset)` (`optimizer=fit`, `experiment=compile_judge`) makes examples from the training cases'
-reference answers: each sentence as written (supported), with one fact changed by `perturb.py` (contradicted), and
-with another case's clause joined on (not in the note). A DSPy teleprompter (`BootstrapFewShot` by default) compiles
-the predictor against `flag_agrees`: is the sentence flagged exactly when it misstates its note. Recall and false
-flags are scored on the validation cases before and after. A compile worse than its start, or no better than chance,
-is refused and the saved program is left as it was.
+`fit` makes examples of the training cases' reference sentences: as written (supported), with one fact changed by
+perturb.py (contradicted) or another case's clause joined on (not in the note), and compiles the predictor with a DSPy
+teleprompter against `flag_agrees`. A compile worse than its start, or no better than chance, is refused.
 """
 
 from __future__ import annotations
@@ -48,14 +44,13 @@ class GroundingJudge(dspy.Module):
         super().__init__()
         if int(train_examples) < 2 or int(val_examples) < 2:
             raise ConfigError("program.grounding.judge_compile: train_examples and val_examples must be >= 2")
-        # a teleprompter class or partial (`_partial_: true` in the config), given its metric when compiling
+        # a teleprompter class or partial, given its metric when compiling
         self.teleprompter = teleprompter or BOOTSTRAP
         if not callable(self.teleprompter):
             raise ConfigError("program.grounding.judge_compile.teleprompter must name a DSPy teleprompter "
                               "(_target_: dspy.BootstrapFewShot, _partial_: true)")
         self.train_examples, self.val_examples, self.seed = int(train_examples), int(val_examples), int(seed)
-        # a quote, not an essay: a small model otherwise repeats itself up to the reply bound and the reply does not
-        # parse (grammar-constrained where the backend supports schemas)
+        # a quote, not an essay: a small model otherwise repeats itself up to the reply bound
         self.predict = dspy.Predict(with_output_schema(JudgeGrounding, "conflicting_words",
                                                        {"type": "string", "maxLength": MAX_QUOTE_CHARS}))
 
@@ -76,8 +71,7 @@ class GroundingJudge(dspy.Module):
 
     # --- compiling ------------------------------------------------------------------------------------------------
     def preflight(self, trainset: Sequence[dspy.Example]) -> None:
-        """What fit needs of `trainset` (cited reference answer sentences), checked before the compile's scoring
-        (a JSON-lines file of question pairs has none: it trains the question stage)."""
+        """What fit needs of `trainset` (cited reference answer sentences), checked before the compile's scoring."""
         if not any(cites for ex in trainset if getattr(ex, "key", None) is not None
                    for _, _, cites in ex.key.answer_sentences):
             raise ConfigError(NO_TRAINING_SENTENCES)
@@ -164,9 +158,9 @@ def changed_words(original: str, changed: str) -> str:
 
 def sentence_examples(examples: Sequence[dspy.Example], seed: int, limit: int,
                       perturbed: bool = True) -> list[dspy.Example]:
-    """Up to `limit` sentence examples of these cases, half supported (reference answer sentences against the note
-    sentences they cite) and half misstated: with `perturbed`, the same sentences with one fact changed (training);
-    else the built-in fabrications of tasks/archehr/fabrications.py citing an essential sentence (validation)."""
+    """Up to `limit` sentence examples, half supported (reference sentences against the note sentences they cite) and
+    half misstated: with `perturbed` the same sentences with one fact changed (training), else the built-in
+    fabrications of tasks/archehr/fabrications.py citing an essential sentence (validation)."""
     from tasks.archehr.fabrications import fabricate
 
     rng = random.Random(seed)

@@ -1,9 +1,5 @@
-"""Perturbations that turn a supported answer sentence into one that misstates its note: the LM judge's training
-examples (judge.py).
-
-Each function changes one fact and keeps the other words. They are applied to training answer sentences, never to
-evaluation text. The word pairs are general English and clinical usage, written from the kinds of misstatement, not
-from any evaluation sentence. A function returns None when the sentence offers nothing it can change.
+"""Perturbations that turn a supported answer sentence into one that misstates its note, by one fact: the LM judge's
+training examples (judge.py). The word pairs are general English and clinical usage, not from any evaluation text.
 """
 
 from __future__ import annotations
@@ -66,10 +62,6 @@ _NUMBER_WORDS = _swap_pairs([("one", "two"), ("two", "three"), ("three", "four")
 _THEN = re.compile(r"^(.*?)(,? (?:and )?then |, followed by |, and later |, after which )(.*?)([.!?]?)$")
 
 
-def _match_case(word: str, like: str) -> str:
-    return word.capitalize() if like[:1].isupper() else word
-
-
 def _swap_one(text: str, table: dict[str, str], rng: random.Random) -> str | None:
     keys = sorted(table, key=len, reverse=True)
     pattern = re.compile(r"\b(" + "|".join(re.escape(k) for k in keys) + r")\b", re.IGNORECASE)
@@ -77,7 +69,8 @@ def _swap_one(text: str, table: dict[str, str], rng: random.Random) -> str | Non
     if not hits:
         return None
     hit = rng.choice(hits)
-    new = _match_case(table[hit.group(0).lower()], hit.group(0))
+    new = table[hit.group(0).lower()]
+    new = new.capitalize() if hit.group(0)[:1].isupper() else new
     return text[: hit.start()] + new + text[hit.end():]
 
 
@@ -114,10 +107,6 @@ def quantity(text: str, rng: random.Random) -> str | None:
         re.sub(r"\bmg\b", "g", text, count=1) if re.search(r"\bmg\b", text) else None)
 
 
-def side(text: str, rng: random.Random) -> str | None:
-    return _swap_one(text, _SIDE, rng)
-
-
 def reason(text: str, rng: random.Random, foreign: list[str]) -> str | None:
     """The reason clause replaced by another sentence's (or one appended): an invented reason or attribution."""
     others = [m.group(2) for t in foreign for m in _REASON.finditer(t) if len(m.group(2).split()) >= 2]
@@ -152,9 +141,9 @@ def invented_addition(text: str, rng: random.Random, foreign: list[str]) -> str 
     return f"{text.rstrip(' .!?')}, and {clause}."
 
 
-PERTURBATIONS: dict[str, Callable[..., str | None]] = {
-    "negation": negation, "direction": direction, "quantity": quantity, "side/site": side,
-    "reason/attribution": reason, "time/order": order,
+PERTURBATIONS: dict[str, Callable[[str, random.Random], str | None]] = {
+    "negation": negation, "direction": direction, "quantity": quantity,
+    "side/site": lambda text, rng: _swap_one(text, _SIDE, rng), "time/order": order,
 }
 
 

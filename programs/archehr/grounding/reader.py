@@ -1,8 +1,5 @@
-"""`ReaderGroundingCheck` (`program/archehr/grounding=reader`): the claims rules and a reader verifier
-(reader_verifier.py). An answer sentence is flagged when either flags it (`rules: false`: the verifier alone); the
-verdict is the verifier's when it flags, else the rules'. With `judge: lm` the verifier is the LM judge's first pass:
-a sentence goes to the LM from `judge_from` probability of not being supported.
-"""
+"""`ReaderGroundingCheck`: the claims rules and a reader verifier (reader_verifier.py). A sentence is flagged when
+either flags it (`rules: false`: the verifier alone). With `judge: lm` the verifier is the LM judge's first pass."""
 
 from __future__ import annotations
 

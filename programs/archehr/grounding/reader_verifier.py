@@ -1,14 +1,10 @@
-"""`ReaderVerifier`: does the note support an answer sentence, as a small LM reads it?
+"""`ReaderVerifier`: does the note support an answer sentence, as a small LM reads it? A logistic head over the
+reader's last hidden state (lms/reader.py, `read_claims`) gives P(not supported), flagged from a threshold.
 
-The reader (lms/reader.py, `read_claims`) reads the cited note sentences, the answer sentence, and "Is every detail
-of the claim supported by the note?". A logistic head over its last hidden state gives P(not supported); the sentence
-is flagged from the threshold chosen on validation.
-
-`fit(trainset, valset)` learns from hand-written fabrications (`fabrications`: grounding-fabrications/1 files), with
-the training cases' reference sentences as the supported side. Rule-made changes (perturb.py) taught a reader head
-nothing: AUC 0.50 on the dev cases' hand-written ones (benchmarks/README.md, "Grounding with a reader"). The L2
-strength is chosen on the validation cases' fabrications (else by the training cases' cross-validation); the
-threshold is the lowest that flags at most `max_false_flags` of the validation reference sentences.
+`fit` learns from hand-written fabrications (grounding-fabrications/1 files) against the training cases' reference
+sentences: rule-made ones (perturb.py) taught a head nothing (AUC 0.50, benchmarks/README.md). The L2 strength is
+chosen on the validation fabrications (else by cross-validation); the threshold is the lowest that flags at most
+`max_false_flags` of the validation reference sentences.
 """
 
 from __future__ import annotations
@@ -48,7 +44,10 @@ class ReaderVerifier(dspy.Module):
     def __init__(self, reader: GGUFReader, threshold: float | None = None, max_false_flags: float = 0.04,
                  fabrications: Sequence[str] = ()) -> None:
         super().__init__()
-        check_flag_settings(threshold, max_false_flags)
+        if threshold is not None and not 0.0 < float(threshold) <= 1.0:
+            raise ConfigError(f"program.grounding.verifier.threshold must be in (0, 1] or null, not {threshold!r}")
+        if not 0.0 <= float(max_false_flags) < 1.0:
+            raise ConfigError(f"program.grounding.verifier.max_false_flags must be in [0, 1), not {max_false_flags!r}")
         if isinstance(fabrications, str):
             fabrications = [fabrications]
         self.reader = reader
@@ -82,8 +81,7 @@ class ReaderVerifier(dspy.Module):
 
     # --- fitting --------------------------------------------------------------------------------------------------
     def _fabricated(self, examples: Sequence[dspy.Example]) -> list[tuple[str, list[str], str]]:
-        """(case id, cited note texts, text) of every fabrication the files hold for `examples`' cases (those of
-        other cases are left out); a malformed file, or a citation its case lacks, is one line."""
+        """(case id, cited note texts, text) of every fabrication the files hold for `examples`' cases."""
         from tasks.archehr.fabrications import load_fabrications
 
         cases = {ex.case.case_id: ex.case for ex in examples}
@@ -142,15 +140,17 @@ class ReaderVerifier(dspy.Module):
         self.weights.set(head.mean, head.scale, head.coef, head.intercept, {"threshold": threshold}, fit)
         log(f"reader verifier: threshold {threshold:.3f}; validation false flags {fit['validation_false_flags']} of "
             f"{len(scores)} reference sentences, recall {fit['validation_recall']} of {len(held)} fabricated")
-        refuse_chance(fit)
+        recall, false_flags = fit["validation_recall"], fit["validation_false_flags"]
+        if recall is not None and false_flags is not None and recall <= false_flags:  # the saved program is kept
+            fit["refused"] = (f"it flags {recall:.0%} of the validation fabrications and {false_flags:.0%} of the "
+                              "correct sentences (no better than chance)")
         return fit
 
     def _choose_c(self, x: np.ndarray, y: np.ndarray, case_ids: list[str], val_x: np.ndarray,
                   val_y: np.ndarray) -> tuple[float, float]:
-        """The C of `C_GRID` that ranks the fabrications best, and that AUC: on the validation cases' reference
-        sentences and fabrications when they have some (what transfers to another writer's fabrications: the
-        training cases' own cross-validation preferred weaker L2, which ranked the validation set worse), else on the
-        training cases' case-grouped out-of-fold scores."""
+        """The C of `C_GRID` that ranks the fabrications best, and that AUC: on the validation cases when they have
+        fabrications (what transfers to another writer's: the training cases' own CV preferred a weaker L2 that ranked
+        them worse), else on the training cases' case-grouped out-of-fold scores."""
         from sklearn.metrics import roc_auc_score
 
         cases = sorted(set(case_ids))
@@ -175,8 +175,8 @@ class ReaderVerifier(dspy.Module):
 
 
 def cited_answers(case: Case, key_case: KeyCase) -> list[tuple[str, list[str]]]:
-    """(reference answer sentence, the texts of the note sentences it cites, at most MAX_PREMISE_SENTENCES) of every
-    reference sentence of `case` that cites one."""
+    """(reference answer sentence, the texts of at most MAX_PREMISE_SENTENCES note sentences it cites) of each that
+    cites one."""
     by_id = {s.id: s.text for s in case.sentences}
     out = []
     for _, text, cites in key_case.answer_sentences:
@@ -184,24 +184,6 @@ def cited_answers(case: Case, key_case: KeyCase) -> list[tuple[str, list[str]]]:
         if cited:
             out.append((text, cited))
     return out
-
-
-def check_flag_settings(threshold: float | None, max_false_flags: float) -> None:
-    """A threshold in (0, 1] or null (the fitted one), and the share of validation reference sentences the fitted
-    threshold may flag, in [0, 1)."""
-    if threshold is not None and not 0.0 < float(threshold) <= 1.0:
-        raise ConfigError(f"program.grounding.verifier.threshold must be in (0, 1] or null, not {threshold!r}")
-    if not 0.0 <= float(max_false_flags) < 1.0:
-        raise ConfigError(f"program.grounding.verifier.max_false_flags must be in [0, 1), not {max_false_flags!r}")
-
-
-def refuse_chance(fit: dict[str, Any]) -> None:
-    """Mark a fit `refused` when it flags no more of the validation fabrications than of the correct sentences: the
-    optimizer's review then leaves the saved program as it was."""
-    recall, false_flags = fit.get("validation_recall"), fit.get("validation_false_flags")
-    if recall is not None and false_flags is not None and recall <= false_flags:
-        fit["refused"] = (f"it flags {recall:.0%} of the validation fabrications and {false_flags:.0%} of the correct "
-                          "sentences (no better than chance)")
 
 
 def flag_threshold(scores: np.ndarray, max_false_flags: float) -> float:

@@ -1,15 +1,10 @@
-"""Grounding check: is each answer sentence supported by the note sentences it cites?
+"""Grounding check without an LLM: is each answer sentence supported by the note sentences it cites?
 
-An independent, non-LLM check of the alignment (which may come from an LM): an answer sentence is *supported* when
-(1) its best support sentence (among its citations; without citations, among the whole note) has cosine >=
-`min_similarity`, (2) at least `min_coverage` of its content words appear in the note, (3) every number in it
-appears in the note and (4) it names no specific term the note lacks: a word the embedder's WordPiece vocabulary
-splits into pieces (drug, test and disease names: "warfarin" -> war ##far ##in; everyday words such as "heart" are one
-piece) and that shares no 5-letter stem with a note word. Lay paraphrases pass (3) and (4); facts absent from the
-note (a drug, a dose, a test result) fail them. `on_unsupported=drop` removes unsupported sentences
-from the answer and re-applies the soft cut; `refill` also fills the room they leave with the selected evidence
-sentences, quoted whole (as the extractive answer would); `flag` (the default) keeps them and marks them. A flagged
-sentence's verdict says which way it fails: `contradicted` (the note states otherwise) or `not in the note`.
+Supported when (1) its best support (its citations, else the whole note) has cosine >= `min_similarity`, (2) at least
+`min_coverage` of its content words are in the note, (3) every number in it is, and (4) it names no specific term the
+note lacks: a word the embedder's WordPiece splits ("warfarin" -> war ##far ##in; "heart" is one piece) sharing no
+5-letter stem with a note word. `on_unsupported`: `flag` marks a flagged sentence, `drop` removes it and re-applies the
+soft cut, `refill` also fills its room with whole evidence sentences.
 """
 
 from __future__ import annotations
@@ -37,8 +32,7 @@ _STOPWORDS = frozenset({"because", "therefore", "however", "although", "discharg
 
 
 def verdict_of(reasons: list[str], contradicting: tuple[str, ...] = ()) -> str:
-    """The verdict of the rules' reasons: `contradicted` when one starts with a `contradicting` phrase (the note
-    states the opposite), `not in the note` for any other reason (a number, drug or term the note lacks), else
+    """`contradicted` when a reason starts with a `contradicting` phrase, `not in the note` for any other reason, else
     `supported`."""
     if not reasons:
         return SUPPORTED
@@ -75,8 +69,7 @@ class SimilarityGroundingCheck(dspy.Module):
             raise ConfigError(f"program.grounding.on_unsupported must be flag, drop or refill, not {on_unsupported!r}")
         if judge not in ("none", "lm"):
             raise ConfigError(f"program.grounding.judge must be none or lm, not {judge!r}")
-        # An LM judge (lm.roles.grounding, else the default LM) as a third, independent check; created only when
-        # configured, so the saved state of a program without it has no extra predictor.
+        # created only when configured, so the saved state of a program without it has no extra predictor
         try:
             self.judge = GroundingJudge(**dict(judge_compile or {})) if judge == "lm" else None
         except TypeError as exc:  # an unknown setting
@@ -129,35 +122,31 @@ class SimilarityGroundingCheck(dspy.Module):
                 "reasons": reasons}
 
     def checked(self, text: str, cited: list[NoteSentence], note: list[NoteSentence], facts: NoteFacts) -> dict:
-        """The checks' verdict on one answer sentence, then the LM judge's when configured and `wants_judge`."""
+        """The checks' verdict on one answer sentence, then the LM judge's when configured and `wants_judge`: its flag
+        adds a reason and is the verdict when the checks found none; an unparsable reply is no evidence either way."""
         out = self.verdict(text, cited, note, facts)
-        if self.judge is not None and self.wants_judge(out):
-            self.ask_judge(out, text, cited or [facts.by_id[i] for i in out.get("support_ids") or []
-                                                if i in facts.by_id])
-        return out
-
-    def wants_judge(self, out: dict) -> bool:
-        """Whether the LM judge is asked about a sentence the checks gave `out` (here: every one)."""
-        return True
-
-    def ask_judge(self, out: dict, text: str, support: list[NoteSentence]) -> None:
-        """The LM judge's verdict on `text` against `support` into `out["judge"]`; a flag adds a reason and makes the
-        verdict the judge's when the checks found none. An unparsable reply is no evidence either way (said in
-        `out["judge"]`)."""
+        if self.judge is None or not self.wants_judge(out):
+            return out
+        support = cited or [facts.by_id[i] for i in out.get("support_ids") or [] if i in facts.by_id]
         if not support:
             out["judge"] = {"unavailable": "no note sentence to judge against"}
-            return
+            return out
         try:
             found = self.judge(answer_sentence=text, note_sentences=support)
         except RECOVERABLE as exc:
             out["judge"] = {"unavailable": f"LM judge unavailable ({failure_reason(exc)})"}
-            return
+            return out
         out["judge"] = {"verdict": found.verdict, "kind": found.kind, "conflicting_words": found.conflicting_words}
         if found.verdict != SUPPORTED:
             words = f": '{found.conflicting_words}'" if found.conflicting_words else ""
             out["reasons"] = [*out["reasons"], f"LM judge: {found.verdict} ({found.kind}){words}"]
             if out["verdict"] == SUPPORTED:
                 out["verdict"] = found.verdict
+        return out
+
+    def wants_judge(self, out: dict) -> bool:
+        """Whether the LM judge is asked about a sentence the checks gave `out` (here: every one)."""
+        return True
 
     def forward(self, answer_sentences: list[dict], alignment: list[dict], sentences: list[NoteSentence],
                 answer: str | None = None, evidence: list[NoteSentence] | None = None) -> dspy.Prediction:
@@ -181,9 +170,8 @@ class SimilarityGroundingCheck(dspy.Module):
                                refilled=[{"text": s.text, "evidence_id": [s.id]} for s in refilled])
 
     def refill(self, kept: list[str], evidence: list[NoteSentence]) -> list[NoteSentence]:
-        """The selected evidence sentences (note order; headers skipped) quoted after the kept answer sentences while
-        whole ones fit in the word limit: a dropped sentence's place goes to what the note says, as the extractive
-        answer would say it. A quote is grounded by construction."""
+        """The selected evidence sentences (note order, no headers) that fit whole in the word limit after the kept
+        answer sentences: grounded by construction."""
         words, out = sum(len(t.split()) for t in kept), []
         for s in evidence:
             n = len(s.text.split())

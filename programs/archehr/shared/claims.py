@@ -1,10 +1,6 @@
-"""What a sentence claims, read without an LM: quantities (numbers with their units), drugs, tests, negations.
-
-Used by the grounding check (is each claim of an answer sentence in the note?) and by the alignment features (does
-the answer sentence state what this note sentence states?). Quantities are compared after unit conversion and with a
-small tolerance for rounding ("almost 1.5 liters" is the note's "1450 mL"); a bare number must match exactly.
-Brand names and lab abbreviations are read as their generic / full names ("Eliquis" is apixaban, "Hgb" hemoglobin).
-"""
+"""What a sentence claims, read without an LM: quantities with their units, drugs, tests, negations. Used by the
+grounding checks and the alignment features. Quantities match after unit conversion, within a rounding tolerance;
+brand names and lab abbreviations read as generic / full names ("Eliquis" is apixaban, "Hgb" hemoglobin)."""
 
 from __future__ import annotations
 
@@ -143,10 +139,6 @@ def named_terms(text: str) -> frozenset[str]:
         for part in w.split("-"):  # "Creat-1.9" -> creat
             out.add(canonical(part))
     return frozenset(out)
-
-
-def negated(text: str) -> bool:
-    return bool(_NEGATION.search(text.lower()))
 
 
 @lru_cache(maxsize=50_000)

@@ -1,10 +1,8 @@
-"""Clinical vocabulary for reading what a sentence states without an LM: drugs, tests, procedures, and the lay words
-patients use for the same things. Hand-written lists; some terms came from clinprog's own training cases (so a
-number measured on those flatters them), none from evaluation text.
+"""Clinical vocabulary, hand-written: drugs, tests, procedures and the lay words patients use for them. Some terms
+came from clinprog's own training cases (a number measured on those flatters them), none from evaluation text.
 
-`concepts(text)` maps a sentence to canonical concept names after expanding lay <-> clinical synonyms ("blood
-thinner" and "apixaban" both give `anticoagulant`), so a patient-facing answer meets the note sentence it
-paraphrases. Unlisted drugs count by their class's suffix (-olol, -pril, -sartan, ...)."""
+`concepts(text)` maps a sentence to concept names with lay and clinical synonyms merged ("blood thinner" and
+"apixaban" both give `anticoagulant`). Unlisted drugs count by their class's suffix (-olol, -pril, ...)."""
 
 from __future__ import annotations
 
@@ -225,12 +223,3 @@ def concepts(text: str) -> frozenset[str]:
         if alias in found:
             found.add(cls)
     return frozenset(found)
-
-
-def drugs(text: str) -> set[str]:
-    """Drug names a text mentions (listed or of a known class suffix), lower-cased."""
-    return {w.strip("-'") for w in words(text) if drug_class(w) is not None}
-
-
-def tests(text: str) -> set[str]:
-    return {w for w in words(text) if w in TESTS}

@@ -1,6 +1,5 @@
-"""What the learned logistic heads (evidence/learned.py, alignment/learned.py) and their fits (evidence/fit.py,
-alignment/fit.py) share: a configured override of the fitted selection rule checked, the rule in use, the training
-cases a fit reads."""
+"""What the learned evidence and alignment heads and their fits share: overrides of the fitted selection rule, the
+rule in use, the training cases a fit reads."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""The layout of a discharge-summary note: which section each sentence is in, and what kind of line it is.
+"""The layout of a discharge-summary note: each sentence's section and kind of line (rules, not fitted).
 
-Real notes (MIMIC-style discharge summaries, as ArchEHR-QA's) are not prose: headers stand as their own sentences,
-lab and vital lines are strings of `Name-value` tokens, medication lists are numbered, de-identification placeholders
-(`___`, `[** ... **]`) fill the administrative lines. The evidence scorer reads these as features; they are rules, not
-fitted.
-"""
+MIMIC-style notes are not prose: headers stand alone, lab lines are `Name-value` tokens, medication lists are
+numbered, de-identification placeholders (`___`, `[** ... **]`) fill the administrative lines."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""The selection rules of the learned heads (which sentences, which links, from their probabilities): used by the
-stages when they run (evidence/learned.py, alignment/learned.py) and by their fit when it chooses the rule
-(evidence/fit.py, alignment/fit.py)."""
+"""The learned heads' selection rules (which sentences, which links, from their probabilities), at run and fit time."""
 
 from __future__ import annotations
 

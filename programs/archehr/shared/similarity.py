@@ -1,4 +1,4 @@
-"""Cosine similarities with an injected embedder (the program builds ONE and shares it between stages)."""
+"""Cosine similarities with the program's one shared embedder."""
 
 from __future__ import annotations
 
