@@ -1,7 +1,6 @@
-"""One writer per index folder: `task=index` holds `flock` on `<index>/index.lock` for its whole run; the kernel
-releases it however the holder exits, and the file's text (pid, start time, command) only says who holds it. A
-second writer waits up to `timeout_s`, then stops with one line naming the holder. Readers never take the lock;
-they ask `holder()` to explain an index that is mid-update."""
+"""One writer per index folder: `task=index` holds `flock` on `<index>/index.lock` (released by the kernel however
+it exits; the file's text only says who holds it). A second writer waits up to `timeout_s`, then stops with one line.
+Readers never take the lock; `holder()` explains an index that is mid-update."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """Ingestion: corpus -> chunks -> (drop changed and removed documents, skip ids already indexed) -> batched
-embeddings -> backend; resumable, idempotent, one writer at a time.
-
-A backend that tracks documents (`stored_doc_hashes`, `remove_docs`, `record_doc_hashes`: the local index) gets a
-re-index of a changed corpus right: documents whose content hash changed, or that left the corpus, lose their old
-chunks before the new ones are embedded. A backend with a `writing()` context holds it for the whole ingest.
-"""
+embeddings -> backend; resumable, idempotent, one writer at a time (a backend's `writing()` context, if any).
+A backend that tracks documents (the local index) loses a changed or removed document's chunks first."""
 
 from __future__ import annotations
 

@@ -492,8 +492,7 @@ class LocalIndex:
         tokens = bm25s.tokenize(queries, stopwords="en", stemmer=self._stemmer(), show_progress=False,
                                 return_ids=False)
         out: list[dict[int, float]] = [{} for _ in queries]
-        # A query of stopwords only has no token left, and bm25s rejects a batch whose first query is empty:
-        # such a query simply has no BM25 match.
+        # a query of stopwords only has no token left (bm25s rejects a batch whose first query is empty): no match
         keep = [i for i, t in enumerate(tokens) if t]
         if not keep:
             return out
@@ -517,12 +516,11 @@ class LocalIndex:
             return []
         self._load()
         depth = max(k, self.candidates)
-        dense = self._dense_search(self.embedder.encode_queries(queries), depth) if self.mode != "bm25" else None
-        sparse = self._bm25_search(queries, depth) if self.mode != "dense" else None
+        none: list[dict[int, float]] = [{} for _ in queries]
+        dense = self._dense_search(self.embedder.encode_queries(queries), depth) if self.mode != "bm25" else none
+        sparse = self._bm25_search(queries, depth) if self.mode != "dense" else none
         results = []
-        for qi in range(len(queries)):
-            d = dense[qi] if dense is not None else {}
-            s = sparse[qi] if sparse is not None else {}
+        for d, s in zip(dense, sparse, strict=True):
             if self.mode == "dense":
                 fused = d
             elif self.mode == "bm25":
@@ -534,8 +532,7 @@ class LocalIndex:
             ranked = sorted(fused, key=lambda v: -fused[v])
             rows = self._rows(ranked[:k]) if ranked and k > 0 else {}
             if len(rows) < min(k, len(ranked)):
-                # A process that opened the index before a re-index still ranks with the files it loaded: chunks the
-                # re-index removed (changed or deleted documents) are gone from store.sqlite: skipped, never served.
+                # a process that opened the index before a re-index ranks chunks it removed: skipped, never served
                 rows = self._rows(ranked)
             top = [v for v in ranked if v in rows][:k]
             results.append([

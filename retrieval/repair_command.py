@@ -1,9 +1,5 @@
-"""The `task=index` command that indexes a corpus again, exactly as it was indexed: what a damaged index prints.
-
-`task=index` records, per corpus, the overrides that reproduce its corpus config (the config group option it
-started from, the fields that differ from that option, the embedder); a repair hint prints them, shell-quoted and in
-Hydra's override syntax, so the printed line can be pasted as is.
-"""
+"""The `task=index` command that indexes a corpus again, exactly as it was indexed: what a damaged index prints,
+from the overrides `task=index` recorded per corpus, shell-quoted in Hydra's syntax so it can be pasted as is."""
 
 from __future__ import annotations
 
@@ -42,11 +38,6 @@ def override(key: str, value: Any) -> str:
     return f"{key}={hydra_value(value)}"
 
 
-def _absolute_paths(paths: list[str]) -> list[str]:
-    """Corpus paths as absolute patterns, so the command works from any folder (globs are kept)."""
-    return [str(Path(p).expanduser().absolute()) for p in paths]
-
-
 def reindex_overrides(spec: dict[str, Any], choice: str | None, base: dict[str, Any] | None,
                       extra: list[str] | None = None) -> list[str]:
     """Overrides that rebuild `spec` (a resolved corpus config): `corpus=<choice>` and the fields that differ from
@@ -55,8 +46,8 @@ def reindex_overrides(spec: dict[str, Any], choice: str | None, base: dict[str, 
     for key, value in spec.items():
         if base is not None and key in base and base[key] == value:
             continue
-        if key == "paths" and isinstance(value, list):
-            value = _absolute_paths([str(v) for v in value])
+        if key == "paths" and isinstance(value, list):  # absolute, so the command works from any folder
+            value = [str(Path(str(p)).expanduser().absolute()) for p in value]
         prefix = "" if base is None or key in base else "+"
         out.append(override(f"{prefix}corpus.{key}", value))
     return out + list(extra or [])

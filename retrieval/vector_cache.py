@@ -1,10 +1,6 @@
-"""Sentence vectors in DSPy's cache (`cache_dir`), as DSPy keeps an LM's replies: a rerun, a sweep's job, a Ray worker
-or a restarted app does not load torch and the model (~2.5 CPU-s) to embed the same sentences again.
-
-A vector is a function of what the key holds (tests/test_predictable.py): the text and which model read it, every
-setting that decides a vector, the model's files (path, size, mtime), the source of the code that computes it, the
-torch version and the CPU's instruction sets with the variables that cap its kernels. A hub model is not kept: its
-files are not known before it loads."""
+"""Sentence vectors in DSPy's cache (`cache_dir`), so another process does not load torch and the model (~2.5 CPU-s)
+to embed the same sentences again. The key holds all a vector depends on: the text, the settings, the model's files,
+the encoder's source, the torch version and the CPU's kernels. A hub model is not kept: its files are unknown."""
 
 from __future__ import annotations
 
