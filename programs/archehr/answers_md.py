@@ -1,6 +1,5 @@
-"""answers.md of an ArchEHR run: what a person reads to check the answers, one section per case: the message, the
-clinician question, each answer sentence with the note sentences it cites quoted beneath it and its grounding
-verdict. The official submission files hold the same predictions keyed by ids; this file quotes them."""
+"""answers.md of an ArchEHR run, for a person to check the answers: per case the message, the clinician question,
+each answer sentence with the note sentences it cites quoted beneath it and its grounding verdict."""
 
 from __future__ import annotations
 
@@ -48,9 +47,8 @@ def _case(case: Case, record: dict[str, Any], cut: Sequence[Sequence[str]], grou
             lines += ["*Dropped by the grounding check:*", ""]
             lines += _sentences([(i, v.get("text", "")) for i, v in dropped], {}, verdicts, note)
         return lines
-    # Subtask 4 aligned the case's given answer sentences, so the program's own answer has no alignment: each of its
-    # sentences is shown with the grounding check's support, else the note sentence it quotes word for word (the
-    # extractive answer's sentences are note sentences); then the given sentences with the alignment's citations
+    # Subtask 4 aligned the case's given answer sentences: each of the program's own is shown with the grounding
+    # check's support, else the note sentence it quotes; then the given sentences with the alignment's citations
     own = [(str(n), t) for n, t in enumerate(split_sentences(record["answer"]), 1)]
     quoted = {text: sid for sid, text in reversed(list(note.items()))}
     support = {i: [str(x) for x in verdicts[i].get("support_ids") or []] if i in verdicts else

@@ -68,10 +68,9 @@ class ArchEHRContract(ProgramContract[Case]):
     # --- inputs -------------------------------------------------------------------------------------------------
     def load(self, cfg: DictConfig, split: str = "run") -> Inputs[Case]:
         cases_field, key_field = SPLITS[split]
-        paths = cfg.data[cases_field]
-        if split != "run" and not isinstance(paths, str) and paths is not None:  # data.train / data.val: a list
-            return self._load_files([str(p) for p in paths], cfg.data.get(key_field), key_field)
-        cases_path = paths
+        cases_path = cfg.data[cases_field]
+        if split != "run" and not isinstance(cases_path, str) and cases_path is not None:  # data.train / data.val: a list
+            return self._load_files([str(p) for p in cases_path], cfg.data.get(key_field), key_field)
         if split != "run" and str(cases_path).endswith(".jsonl"):
             return self._load_files([str(cases_path)], cfg.data.get(key_field), key_field)
         plain = None
@@ -100,8 +99,8 @@ class ArchEHRContract(ProgramContract[Case]):
 
     @staticmethod
     def _load_files(paths: list[str], key_setting: Any, key_field: str) -> Inputs[Case]:
-        """data.train / data.val as several files: ArchEHR XML (each with its key: `auto` only) and question-pair
-        JSON lines (`load_question_pairs`: the consumer register); ids must not repeat across the files."""
+        """data.train / data.val as several files: ArchEHR XML (each key beside its file) and question-pair JSON lines
+        (the consumer register); ids must not repeat across the files."""
         if len(paths) > 1 and str(key_setting) != "auto" and key_setting is not None:
             raise ConfigError(f"data.{key_field}={key_setting}: with several files each key is found beside its file; "
                               f"set data.{key_field}=auto")
@@ -137,12 +136,10 @@ class ArchEHRContract(ProgramContract[Case]):
     record_fields = ("case_id", "clinician_question", "evidence_ids", "answer", "alignment")
 
     def record_problem(self, record: dict[str, Any]) -> str | None:
-        # the fields' shapes too (programs/archehr/record.py): every reader of predictions.jsonl checks them once
         return super().record_problem(record) or record_problem(record)
 
     def fingerprint_extra(self, cfg: DictConfig) -> dict[str, Any]:
-        """Plain rows: how long a sentence may be before it is cut, and how notes split, change the numbered
-        sentences (not the file)."""
+        """Plain rows: the settings that split and cut the notes change the numbered sentences, not the file."""
         if not is_plain(cfg.data.cases):
             return {}
         return {"plain": plain_fingerprint(cfg.data.get("plain") or {})}
@@ -158,8 +155,7 @@ class ArchEHRContract(ProgramContract[Case]):
         return {stage: cfg.program[stage] for stage in self.roles}
 
     def stage_choices(self, cfg: DictConfig) -> dict[str, str]:
-        """{stage: the option of program/archehr/<stage> the run chose} (e.g. evidence: embedding; the class name
-        where the config holds no choices, e.g. one written by hand)."""
+        """{stage: the option of program/archehr/<stage> the run chose} (the class name in a hand-written config)."""
         return {stage: chosen_name(cfg, f"{self.stage_group}/{stage}", node)
                 for stage, node in self.stage_nodes(cfg).items()}
 
@@ -176,8 +172,7 @@ class ArchEHRContract(ProgramContract[Case]):
 
     def build(self, cfg: DictConfig, role_lms: dict[str, dspy.LM] | None, **resources: Any) -> dspy.Module:
         p = cfg.program
-        # ONE embedder for every stage that takes one; it loads its model on first use only (an LM-only cascade never
-        # does); a caller's (a test's, a benchmark's) already loaded embedder is used as it is.
+        # ONE embedder for every stage, loaded on first use; a caller's (a test's, a benchmark's) is used as it is
         shared = Resources(embedder=resources.get("embedder") or instantiate(p.embedder),
                            role_lms=dict(role_lms or {}))
 
@@ -255,8 +250,7 @@ class ArchEHRContract(ProgramContract[Case]):
         submissions: dict[int, Any] = {}
         invalid: dict[int, str] = {}
         for st, name in SUBMISSION_FILES.items():
-            # Like the official scripts: an invalid file fails its own subtask only; the others are scored.
-            try:
+            try:  # like the official scripts: an invalid file fails its own subtask only
                 submissions[st] = read_submission(folder / name, st)
             except ArchEHRDataError as exc:
                 invalid[st] = str(exc)

@@ -1,6 +1,5 @@
-"""Which bundled case files the shipped learned state (data/archehr/compiled_program.json) was fitted or chosen on
-(conf/experiment/compile_question.yaml, compile_heads.yaml, compile_reader_verifier.yaml). Scores on them say how well the
-program fits what it was tuned on, not how it does on unseen notes: the printed scores say so in one line."""
+"""Which bundled case files the shipped learned state was fitted or chosen on: scores on them measure fit, not
+unseen notes, and the printed scores say so in one line."""
 
 from __future__ import annotations
 
@@ -26,8 +25,7 @@ def _sha256(path: Path) -> str:
 
 
 def caveat(cases: str | Path, data_dir: str | Path) -> str | None:
-    """One line when `cases` holds the same bytes as a bundled file the shipped state was fitted or chosen on, else
-    None (a copy under another name is the same cases)."""
+    """One line when `cases` holds the same bytes as a bundled file in FITTED (under any name), else None."""
     path = Path(str(cases))
     if not path.is_file():
         return None

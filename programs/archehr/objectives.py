@@ -1,9 +1,5 @@
-"""ArchEHR-QA metrics for DSPy optimizers: `(example, pred, trace=None) -> float`, the official metrics' lexical parts.
-
-Per program (`archehr_case`) and per stage (`archehr_question`: Subtask 1 ROUGE-Lsum; `archehr_evidence`: Subtask 2
-strict F1), so one stage can be compiled alone. Model-based metrics (BERTScore, AlignScore) are left out: slow per
-call and possibly unavailable without a network.
-"""
+"""ArchEHR-QA metrics for DSPy optimizers, per program and per stage (so one stage can be compiled alone): the
+official metrics' lexical parts. Model-based ones (BERTScore, AlignScore) are slow per call and may need a network."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
 """One ArchEHR prediction as written to predictions.jsonl: the typed record run, evaluate, serve and the reports read.
-
-Built in one place (`record_of`) from the cascade's `dspy.Prediction`; `ArchEHRContract.predict` writes it and
-`serve_response` answers from it. `ArchEHR2025Contract` adds `citations`.
-"""
+`ArchEHR2025Contract` adds `citations`."""
 
 from __future__ import annotations
 
@@ -14,8 +11,7 @@ import dspy
 class ArchEHRRecord(TypedDict):
     case_id: str
     clinician_question: str
-    question_candidates: list[dict[str, Any]] | None  # the learned stage's candidates, the pick first, with the
-                                            # rerank's parts (None: a stage that writes one question)
+    question_candidates: list[dict[str, Any]] | None  # the learned stage's, the pick first (else None)
     evidence_ids: list[str]
     scores: dict[str, int] | None          # Likert 1-5 per note sentence (None: the stage fell back before scoring)
     selection: str                          # how evidence_ids were chosen: strict | lenient | first_n | top_share | ...
@@ -26,8 +22,7 @@ class ArchEHRRecord(TypedDict):
     grounding: list[dict[str, Any]] | None  # a verdict per answer sentence (None: no grounding check)
     dropped_ids: int                        # unknown note ids removed from the alignment
     fallbacks: dict[str, str]               # stage -> why its documented fallback answered
-    degenerate: dict[str, str] | None       # stage -> why its reply, though it parsed, said nothing (every score
-                                            # equal, no citation at all); absent in older runs
+    degenerate: dict[str, str] | None       # stage -> why its reply, though it parsed, said nothing
     repairs: dict[str, int]                 # stage -> outputs whose leaked markup was stripped
     usage: dict[str, dict[str, float]]      # stage -> LM calls, tokens, retries, seconds
     seconds: float
@@ -67,10 +62,9 @@ def _objects(value: Any, name: str, fields: dict[str, str], optional: dict[str, 
 
 
 def record_problem(record: dict[str, Any]) -> str | None:
-    """Why a saved record (a predictions.jsonl line, maybe edited by hand) cannot make the outputs every writer makes
-    from it (submissions, scores, answers.md, the reports), or None: checked once, where the records are read, so a
-    writer never meets a field of the wrong shape halfway through its files. Fields only the report shows (`seconds`,
-    a verdict's `text`) are not checked: report.html reads them as missing."""
+    """Why a saved record (maybe edited by hand) cannot make the submissions, scores and reports, or None: checked
+    once where the records are read, so no writer meets a wrong shape halfway through its files. Fields only
+    report.html shows are not checked: it reads odd ones as missing."""
     if not isinstance(record["clinician_question"], str):
         return "clinician_question is not a string"
     if record["answer"] is None:

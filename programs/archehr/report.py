@@ -44,8 +44,7 @@ def usage_summary(records: list[dict[str, Any]], roles: tuple[str, ...]) -> dict
         "seconds_per_case": sum(r.get("seconds", 0.0) for r in records) / n,
         "fallbacks": fallbacks,
         "parse_success_rate": {s: 1 - fallbacks.get(s, 0) / k for s, k in runs.items()},
-        # replies that parsed but said nothing: every score equal, no citation at all (per case), and a question or
-        # an answer word for word the same as another case's (an LM that ignores its input)
+        # replies that parsed but said nothing, and texts word for word another case's (an LM ignoring its input)
         "degenerate": {**degenerate, **{f"{k}_repeated": n for k, n in repeated_outputs(records).items() if n}},
         "useful_rate": {s: 1 - (fallbacks.get(s, 0) + degenerate.get(s, 0)) / k for s, k in runs.items()},
         "dropped_ids": sum(r.get("dropped_ids") or 0 for r in records),
@@ -78,7 +77,7 @@ def _fmt(v: Any) -> str:
 
 
 def stage_implementations(cfg: DictConfig) -> list[tuple[str, str]]:
-    """Each stage with what ran it: `lm (<model>)` or its non-LLM implementation; the LM is named only where one ran."""
+    """Each stage with what ran it: `lm (<model>)` or its non-LLM implementation."""
     out = []
     given_question = bool((cfg.program.get("module") or {}).get("use_given_question"))
     for stage in ROLES:
@@ -138,7 +137,6 @@ def report_markdown(cfg: DictConfig, usage: dict[str, Any], scores: dict[str, An
     return "\n".join(lines) + "\n"
 
 
-# What the official scripts do with a subtask file that lacks or adds cases (and what data.score_only_submitted changes).
 MISSING_RULE = {False: "a subtask file missing cases is rejected, as the official scripts do; "
                        "data.score_only_submitted=true scores only the submitted cases, data.limit=N the first N",
                 True: "not scored (data.score_only_submitted=true)"}

@@ -1,6 +1,5 @@
-"""report.html of an ArchEHR run: scores (with trivial baselines when a key is given), per-stage usage, and for each
-case the narrative with the question phrases marked, the questions, the note shaded by evidence score with the
-selection and gold labels, the answer with citation links and grounding flags."""
+"""report.html of an ArchEHR run: scores (with trivial baselines given a key), usage per stage, and each case's
+narrative, questions, note shaded by evidence score with gold labels, and answer with citations and grounding flags."""
 
 from __future__ import annotations
 
@@ -19,9 +18,8 @@ SHADE = {1: "#ffffff", 2: "#eef4fb", 3: "#d9e8f7", 4: "#b9d4f1", 5: "#92bdea"}
 
 
 def readable(record: dict[str, Any]) -> dict[str, Any]:
-    """The fields the report shows, typed (common/record_fields.py): a hand-edited predictions.jsonl's odd value
-    (`"seconds": "abc"`, a grounding entry without `text`, ids that are not a list) reads as missing, so
-    `task=report` still writes the page; everything else of the record is kept as it is."""
+    """The fields the report shows, typed: a hand-edited record's odd value (`"seconds": "abc"`, ids not a list)
+    reads as missing, so `task=report` still writes the page."""
     verdicts = [{**v, "answer_id": text(v.get("answer_id")) or "?", "text": text(v.get("text")) or "",
                  "verdict": text(v.get("verdict")), "reasons": texts(v.get("reasons")),
                  "support_ids": texts(v.get("support_ids")), "refill": v.get("refill") is True}
@@ -34,7 +32,6 @@ def readable(record: dict[str, Any]) -> dict[str, Any]:
             "scores": {str(k): n for k, v in mapping(record.get("scores")).items() if (n := integer(v)) is not None},
             "fallbacks": {str(k): v for k, v in mapping(record.get("fallbacks")).items()},
             "degenerate": {str(k): v for k, v in mapping(record.get("degenerate")).items()},
-            # null (no grounding check) stays null; a list keeps its well-formed entries
             "grounding": verdicts if isinstance(record.get("grounding"), list) else None,
             "alignment": [{"answer_id": text(a.get("answer_id")) or "?", "evidence_id": texts(a.get("evidence_id"))}
                           for a in entries(record.get("alignment"))],
@@ -48,7 +45,7 @@ def _marked_narrative(case: Case) -> str:
         quoted = esc(phrase)
         if quoted and quoted in marked:
             marked = marked.replace(quoted, f'<mark title="patient question phrase"><bdi>{quoted}</bdi></mark>', 1)
-    return f"<bdi>{marked}</bdi>"  # isolated like every echoed text (common/html.py echo)
+    return f"<bdi>{marked}</bdi>"  # isolated like every echoed text
 
 
 def _note(case: Case, record: dict[str, Any], key: KeyCase | None) -> str:
@@ -77,11 +74,6 @@ def _cites(case: Case, ids: list[str]) -> str:
     return "".join(f'<a class="cite" href="#c{esc(case.case_id)}-s{esc(i)}">[{echo(i)}]</a>' for i in ids)
 
 
-def _quoted(text: str, note: dict[str, str]) -> list[str]:
-    """The note sentences an extractive answer (sentence) is made of, in order."""
-    return [t for t in note if t and t in text]
-
-
 def _answer(case: Case, record: dict[str, Any]) -> str:
     if record.get("answer") is None:
         return '<p class="muted">No note: Subtask 1 only.</p>'
@@ -99,7 +91,7 @@ def _answer(case: Case, record: dict[str, Any]) -> str:
         v = verdicts.get(a["id"])
         ids = links.get(a["id"], []) if own else (v or {}).get("support_ids", [])
         if not own and v is None:
-            ids = [quoted[t] for t in _quoted(a["text"], quoted)]
+            ids = [sid for t, sid in quoted.items() if t and t in a["text"]]
         cites = _cites(case, ids)
         if v and flagged(v):
             parts.append(f'<p class="unsupported"><strong>{echo(v["verdict"] or "no verdict")}:</strong> '
@@ -124,13 +116,12 @@ def _answer(case: Case, record: dict[str, Any]) -> str:
 
 
 def _candidates(record: dict[str, Any]) -> str:
-    """The questions the learned stage weighed, the pick first, with the rerank's parts: why this question and not
-    another (a record without them, from an LM stage or an earlier version, shows nothing)."""
+    """The questions the learned stage weighed, the pick first, with the rerank's parts (none from an LM stage)."""
     rows = record.get("question_candidates")
     if not isinstance(rows, list) or not rows:
         return ""
     rows = [r for r in rows if isinstance(r, dict)]
-    # the stage's pick is its first row, when eligible and what the record holds (else the stage fell back)
+    # the first row is the pick when eligible and the record's question (else the stage fell back)
     picked = bool(rows) and bool(rows[0].get("eligible")) and rows[0].get("question") == record.get("clinician_question")
     body = [[row.get("question"), row.get("score"), row.get("log_prob"), row.get("coverage"), row.get("opening_share"),
              "picked" if picked and n == 0 else ("" if row.get("eligible") else f"excluded: {row.get('excluded')}")]
@@ -146,10 +137,7 @@ def _candidates(record: dict[str, Any]) -> str:
 
 
 def case_section(case: Case, record: dict[str, Any], key: KeyCase | None) -> str:
-    selected = set(record["evidence_ids"])
-    errors = 0
-    if key is not None:
-        errors = len(selected ^ key.essential)
+    errors = len(set(record["evidence_ids"]) ^ key.essential) if key is not None else 0
     unsupported = sum(flagged(v) for v in record["grounding"] or [])
     fallbacks, empty = record["fallbacks"], record["degenerate"]
     badges = [f'<span class="{"bad" if errors else "good"}">{errors} evidence disagreements with gold</span>'
@@ -199,8 +187,8 @@ def _scores(scores: dict[str, Any] | None, cases: list[Case], key: dict[str, Key
 
 
 def _question_form(records: list[dict[str, Any]], max_words: int) -> str:
-    """The form of the run's clinician questions, no reference needed (the guards of a learned question stage: one
-    opening on more than 30% of the questions is a template; first person is the writer's voice, not a clinician's)."""
+    """The form of the run's clinician questions, no reference needed: one opening on over 30% of them is a template,
+    the first person is the writer's voice, not a clinician's."""
     questions = [q for r in records if isinstance(q := r.get("clinician_question"), str) and q]
     if not questions:
         return ""
@@ -231,7 +219,7 @@ def render(cfg: Any, cases: list[Case], key: dict[str, KeyCase] | None, records:
     records = [readable(r) for r in records]
     by_id = {r["case_id"]: r for r in records}
     shown = [c for c in cases if c.case_id in by_id]
-    # usage.json is read as typed as the records: a stage entry that is not an object, a count that is not a number
+    # usage.json read as typed as the records
     stages = {str(k): {f: number(mapping(v).get(f)) or 0.0 for f in ("lm_calls", "input_tokens", "output_tokens",
                                                                        "seconds")}
               for k, v in mapping(usage.get("stages")).items()}

@@ -36,8 +36,7 @@ class ArchEHRRequest(BaseModel):
         xml = self.xml if self.xml is not None else self.xml_base64
         if xml is None and not (self.patient_narrative or "").strip():
             raise ValueError("give patient_narrative (with sentences or note) or xml")
-        # one source per request (as note + sentences below): a case in `xml` beside fields of another case would
-        # answer one of them and silently drop the other
+        # one source per request: a case in `xml` beside fields of another would silently drop one of them
         beside = [name for name, given in (("case_id", self.case_id != "request"),
                                            ("patient_narrative", self.patient_narrative is not None),
                                            ("patient_question", bool(self.patient_question)),
@@ -49,7 +48,7 @@ class ArchEHRRequest(BaseModel):
                              f"{', '.join(beside)} would be ignored")
         if self.note is not None and self.sentences:
             raise ValueError("give the note as sentences or as note text, not both")
-        counts = Counter(s.id for s in self.sentences)  # linear: 76,000 ids are one pass, not 76,000 scans
+        counts = Counter(s.id for s in self.sentences)  # linear in the ids
         dupes = sorted(i for i, n in counts.items() if n > 1)
         if dupes:
             raise ValueError(f"sentences: duplicate ids {dupes[:10]}" + (f" and {len(dupes) - 10} more" if len(dupes) > 10
