@@ -1,7 +1,5 @@
-"""lm=gemini: Google Gemini through the official `google-genai` SDK, as a DSPy 3.4 engine.
-
-The signature's JSON schema is sent as `response_json_schema`. SDK errors become lm15's error classes, so DSPy's
-retry loop (exponential backoff) handles rate limits and server errors."""
+"""lm=gemini: Google Gemini through the `google-genai` SDK, as a DSPy 3.4 engine. The signature's JSON schema is sent
+as `response_json_schema`; SDK errors become lm15's error classes, so DSPy retries rate limits and server errors."""
 
 from __future__ import annotations
 

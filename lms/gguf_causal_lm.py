@@ -140,8 +140,7 @@ _DECODERS: dict[int, Any] = {}
 
 
 def batch_decoder(llm: Any, n_seq: int, n_ctx: int) -> Any:
-    """The `BatchDecoder` of a loaded model with room for `n_seq` sequences in `n_ctx` tokens, made again (larger)
-    when a caller needs more. Call under the model's lock."""
+    """The loaded model's `BatchDecoder`, made again larger when a caller needs more room. Call under the model's lock."""
     from lms.llama_batch import BatchDecoder
 
     decoder = _DECODERS.get(id(llm))

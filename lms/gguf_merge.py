@@ -177,15 +177,13 @@ KEEP_MERGED = 3  # merged models kept in the cache (171-244 MB each for SmolLM2-
 
 
 def merge_cache_dir() -> Path:
-    """Where clinprog keeps the model files it makes (merged, joined from parts): $CLINPROG_MODEL_CACHE, else
-    ~/.cache/clinprog/models."""
+    """Where merged and joined GGUFs are kept: $CLINPROG_MODEL_CACHE, else ~/.cache/clinprog/models."""
     return Path(os.environ.get("CLINPROG_MODEL_CACHE") or Path.home() / ".cache" / "clinprog" / "models")
 
 
 def merged_gguf(base: Path, adapter_id: str, tensors: dict[str, tuple[np.ndarray, np.ndarray]], scale: float,
                 cache_dir: Path) -> Path:
-    """The merged GGUF for this (base, adapter), written on first use into `cache_dir`, which keeps the `KEEP_MERGED`
-    most recently used ones."""
+    """The merged GGUF for this (base, adapter), written into `cache_dir` on first use."""
     out = cache_dir / f"{base.stem}+{adapter_id}.gguf"
     if out.is_file():
         with contextlib.suppress(OSError):

@@ -1,9 +1,7 @@
-"""Several continuations of one prompt decoded together on a llama.cpp context of their own.
-
-The prompt is read once into sequence 0 and shared with the others through the unified KV cache; each step evaluates
-one token of every unfinished sequence in one batch (5 sequences on 2 cores: ~2.5x one token, not 5x).
-Deterministic: each prompt starts from an empty cache and is read in the same chunks, so its logits depend on the
-prompt alone; a saved prefix (`start(prefix=...)`) is always read alone into an empty cache and copied back.
+"""Several continuations of one prompt decoded together on a llama.cpp context of their own. The prompt is read once
+into sequence 0 and shared through the unified KV cache; each step evaluates one token of every unfinished sequence
+in one batch (5 sequences on 2 cores: ~2.5x one token, not 5x). Deterministic: each prompt starts from an empty cache
+and is read in the same chunks; a saved prefix is always read alone into an empty cache and copied back.
 Owned by one loaded model (`gguf_causal_lm.merged_llama`) and used under its lock."""
 
 from __future__ import annotations
@@ -71,8 +69,7 @@ class BatchDecoder:
                           for j, t in enumerate(chunk)])
 
     def _restore_prefix(self, prefix: list[int]) -> None:
-        """Put sequence 0's cells for `prefix` into the empty cache: read (and saved) the first time, copied back
-        from the saved bytes after that."""
+        """Put sequence 0's cells for `prefix` into the empty cache: read and saved the first time, copied back after."""
         key = tuple(prefix)
         state = self._prefixes.get(key)
         if state is None:

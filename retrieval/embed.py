@@ -113,8 +113,7 @@ class Embedder:
         return self._doc_model if documents and self.document_model_name else self._model
 
     def warm_up(self) -> None:
-        """Load the model and run one batch now, whatever the caches hold: a server's first request should not pay
-        for it."""
+        """Load the model and run one batch now, so a server's first request does not pay for it."""
         self._vectors(self._load(), ["warm up"])
 
     @property
@@ -177,8 +176,7 @@ class Embedder:
         return out
 
     def _vector_store(self) -> Any:
-        """The DSPy-cache store of this setting's vectors (retrieval/vector_cache.py); None when `cache` is off or
-        a model is not a local folder."""
+        """The DSPy-cache store of this setting's vectors; None when `cache` is off or a model is not a local folder."""
         if not self.cache:
             return None
         if self._store is None:

@@ -10,15 +10,9 @@ An index directory:
     bm25/           the bm25s index over the live chunk texts, with vids.npy (BM25 position -> vid)
     index.lock      held by the one `task=index` writing the folder (retrieval/index_lock.py)
 
-A changed or removed document has its chunks deleted (one transaction, with its hash) before the new chunks are
-added; the hashes are recorded after the last add. A crash leaves documents without a recorded hash, compared on the
-next ingest by the hash of their stored chunks, so stale text is never kept.
-
-Crash consistency: `add` inserts the rows, appends the vectors, then commits; `reconcile` (every ingest) cuts
-vectors.f32 back to `next_vid`, or drops rows whose vectors a truncated file lost. `finalize` writes dense.faiss,
-bm25/ and the manifest each to a temporary name and renames it; the manifest's `count` and `generation` are the
-commit marker. Opening an index for search checks the counts and names the command that repairs it.
-"""
+A changed or removed document loses its chunks and hash in one transaction before the new chunks are added. `add`
+appends the vectors before it commits their rows, and `reconcile` cuts back what a crash left; `finalize` renames
+each rebuilt file into place, and the manifest's `count` and `generation` are the commit marker."""
 
 from __future__ import annotations
 
@@ -154,8 +148,7 @@ class LocalIndex:
         return self._manifest
 
     def _repair_hint(self) -> str:
-        """The commands that rebuild this index: one `task=index` per corpus, with the overrides recorded when it
-        was indexed."""
+        """The commands that rebuild this index: one `task=index` per corpus, with the overrides it recorded."""
         manifest = self._manifest or {}
         recorded = manifest.get("reindex") or {}
         commands = [repair_command(recorded.get(name), name, self.path) for name in manifest.get("corpora", {})]
@@ -284,16 +277,14 @@ class LocalIndex:
     # ---------------------------------------------------------------- ingestion
     @contextmanager
     def writing(self) -> Iterator[None]:
-        """Hold the folder's write lock for one ingest, and read everything afresh once it is held: another writer
-        may have changed the index meanwhile."""
+        """Hold the folder's write lock for one ingest, and read everything afresh once another writer is done."""
         with index_lock(self.path, self.lock_timeout_s):
             self._manifest = None
             self._dense = self._bm25 = self._bm25_vids = None
             yield
 
     def prepare(self, corpus: str, corpus_hash: str, reindex: list[str] | None = None) -> list[str]:
-        """Create or reopen the index for ingestion; refuse to mix embedders. `reindex`: the overrides that index
-        this corpus again (what a repair hint prints)."""
+        """Create or reopen the index for ingestion; refuse to mix embedders. `reindex`: what a repair hint prints."""
         self._manifest = None  # what is on disk now, not what this object read before
         if self.manifest_path.exists():
             self.check_embedder()

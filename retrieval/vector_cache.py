@@ -39,8 +39,7 @@ def encoder_digest() -> str:
 
 
 def model_files(folder: str) -> list[list[Any]] | None:
-    """Each file of a local model folder as (path, size, mtime_ns), sorted; None for a name that is not a folder
-    here (a hub model: not kept)."""
+    """Each file of a local model folder as (path, size, mtime_ns), sorted; None for a hub model (not kept)."""
     root = Path(folder).expanduser()
     if not root.is_dir():
         return None

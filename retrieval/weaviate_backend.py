@@ -100,9 +100,8 @@ class WeaviateIndex:
 
     # ---------------------------------------------------------------- ingestion
     def prepare(self, corpus: str, corpus_hash: str, reindex: list[str] | None = None) -> list[str]:
-        """Create the collection (or reopen it). This backend does not track documents: a corpus whose files
-        changed since it was indexed under this name is refused, never served half old (the corpus hashes live in
-        the collection's description, beside the embedder)."""
+        """Create the collection (or reopen it). This backend does not track documents: a corpus whose files changed
+        since it was indexed (its hash is in the collection's description) is refused, never served half old."""
         from weaviate.classes.config import Configure, DataType, Property, Tokenization
 
         client = self.client()
