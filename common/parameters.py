@@ -33,14 +33,6 @@ def _floats(values: np.ndarray) -> list[float]:
     return [float(f"{float(v):.9g}") for v in np.asarray(values).reshape(-1)]  # 9 significant digits: no tiny scale becomes 0
 
 
-def check_standardised(where: str, mean: np.ndarray, scale: np.ndarray, coef: np.ndarray, intercept: np.ndarray) -> None:
-    """A standardised linear head's numbers: all finite, no scale of 0."""
-    if not all(np.isfinite(a).all() for a in (mean, scale, coef, intercept)):
-        raise LearnedStateError(f"{where}: mean, scale, coef and intercept must be finite")
-    if (np.abs(scale) < 1e-12).any():
-        raise LearnedStateError(f"{where}: a scale of 0 divides by zero (every scale must be non-zero)")
-
-
 class FittedParameter(Parameter):
     """Weights a stage's own `fit` (or optimizer=finetune) learns: DSPy's prompt optimizers' `reset()` keeps them."""
 
@@ -73,7 +65,10 @@ class LogisticHead(FittedParameter):
         arrays = [np.asarray(a, dtype=float).reshape(-1) for a in (mean, scale, coef)]
         if any(a.shape != (n,) for a in arrays):
             raise LearnedStateError(f"{self.feature_set}: mean, scale and coef must hold {n} numbers each")
-        check_standardised(self.feature_set, arrays[0], arrays[1], arrays[2], np.array([float(intercept)]))
+        if not all(np.isfinite(a).all() for a in arrays) or not math.isfinite(float(intercept)):
+            raise LearnedStateError(f"{self.feature_set}: mean, scale, coef and intercept must be finite")
+        if (np.abs(arrays[1]) < 1e-12).any():
+            raise LearnedStateError(f"{self.feature_set}: a scale of 0 divides by zero (every scale must be non-zero)")
         self.mean, self.scale, self.coef = arrays
         self.intercept = float(intercept)
         self.selection = dict(selection or {})

@@ -26,11 +26,9 @@ RESUME_MODES = ("auto", "restart", "force")
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
     except PermissionError:
         return True
-    except OverflowError:  # a hand-written number no PID can be
+    except (ProcessLookupError, OverflowError):  # OverflowError: a hand-written number no PID can be
         return False
     return True
 
@@ -120,9 +118,8 @@ class RunLock:
         if now is None:  # no /proc (macOS): a live PID is taken as the owner
             return None
         if owner.get("start"):
-            if owner["start"] != now["start"]:
-                return f"PID {pid} is now another process ({now['command'] or 'no command line'})"
-            return None
+            return f"PID {pid} is now another process ({now['command'] or 'no command line'})" \
+                if owner["start"] != now["start"] else None
         if "main.py" not in now["command"] and "clinprog" not in now["command"]:  # a PID written by hand
             return f"PID {pid} is not a clinprog run ({now['command'] or 'no command line'})"
         return None
@@ -144,14 +141,13 @@ def differences(old: dict[str, Any], new: dict[str, Any], limit: int = 4) -> lis
 class RunFolder:
     """Hold `folder` for one run: the lock, then the fingerprint check against earlier predictions."""
 
-    def __init__(self, folder: str | Path, fingerprint: dict[str, Any], resume: str = "auto",
-                 predictions: str = "predictions.jsonl") -> None:
+    def __init__(self, folder: str | Path, fingerprint: dict[str, Any], resume: str = "auto") -> None:
         if resume not in RESUME_MODES:
             raise ClinprogError(f"run.resume must be one of {RESUME_MODES}, not {resume!r}")
         self.folder = Path(folder)
         self.fingerprint = json.loads(json.dumps(fingerprint, default=str))
         self.resume = resume
-        self.predictions = self.folder / predictions
+        self.predictions = self.folder / "predictions.jsonl"
         self.lock = RunLock(self.folder)
 
     def __enter__(self) -> RunFolder:
@@ -282,8 +278,7 @@ def shard_folder_clash(folder: Path, dirs: Any) -> str | None:
     return None
 
 
-def _not_a_file(key: str, folder: Path) -> None:
-    problem = folder_problem(key, folder)
+def _refuse(problem: str | None) -> None:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         raise SystemExit(2)
@@ -295,18 +290,15 @@ class RunFolderCallback(Callback):
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         folder = Path(str(config.hydra.run.dir))
-        merging = config.hydra.runtime.choices.get("task") == "merge"
-        clash = shard_folder_clash(folder, config.get("dirs")) if merging else None
-        if clash:
-            print(f"error: {clash}", file=sys.stderr)
-            raise SystemExit(2)
-        _not_a_file("hydra.run.dir", folder)
+        if config.hydra.runtime.choices.get("task") == "merge":
+            _refuse(shard_folder_clash(folder, config.get("dirs")))
+        _refuse(folder_problem("hydra.run.dir", folder))
         if config.hydra.get("output_subdir"):
             remember_hydra_files(folder, str(config.hydra.output_subdir))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         sweep = Path(str(config.hydra.sweep.dir))
-        _not_a_file("hydra.sweep.dir", sweep)
+        _refuse(folder_problem("hydra.sweep.dir", sweep))
         if config.hydra.get("output_subdir") and sweep.is_dir():
             for job in sweep.iterdir():
                 if job.is_dir():

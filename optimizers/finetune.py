@@ -1,10 +1,6 @@
-"""`optimizer=finetune`: LoRA fine-tuning of a stage's small LM on CPU (DSPy's BootstrapFinetune role: weights, not
-prompts).
-
-`compile(student, trainset=..., valset=...)` like every DSPy teleprompter: the student's sub-module with a
-`LoraAdapter` named `adapter` and a recipe (`finetune_pairs`, `_rows`, `_summary`, `_adopt`, `_review`; the question
-stage's: programs/archehr/question/finetune.py) is trained on its recipe's rows and returned in a copy. Loss on the
-target tokens only, AdamW with linear warm-up and decay. This module knows no program or stage."""
+"""`optimizer=finetune`: LoRA fine-tuning of a stage's small LM on CPU. The student's sub-module with a `LoraAdapter`
+named `adapter` and a recipe (`finetune_pairs`, `_rows`, `_summary`, `_adopt`, `_review`) is trained on its recipe's
+rows and returned in a copy: loss on the target tokens only, AdamW with linear warm-up and decay."""
 
 from __future__ import annotations
 
@@ -21,8 +17,6 @@ from common.errors import ConfigError
 from common.parameters import LORA_MAX_INPUT_TOKENS, LORA_MAX_RANK, LORA_MAX_SCALE, LoraAdapter
 
 log = logging.getLogger(__name__)
-LAYER_MODULES = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
-                 "mlp.up_proj", "mlp.down_proj")
 
 
 def finetunable(program: dspy.Module) -> Any:
@@ -66,7 +60,7 @@ class LoraFinetune(dspy.teleprompt.Teleprompter):
         self.threads, self.max_opening_share = threads, float(max_opening_share)
 
     def preflight(self, program: dspy.Module) -> None:
-        """The base model to train on exists (a missing package or file is one line, before any scoring)."""
+        """The base model to train on exists (checked before any scoring)."""
         finetunable(program).base.path()
 
     def compile(self, student: dspy.Module, *, trainset: list[dspy.Example], valset: list[dspy.Example] | None = None,
@@ -158,8 +152,8 @@ class LoraFinetune(dspy.teleprompt.Teleprompter):
 
 
 def target_loss(model: Any, ids: Any, mask: Any, labels: Any) -> Any:
-    """Mean cross-entropy of the target tokens, the vocabulary projection computed at those positions only (the
-    49k-word projection of every prompt position is most of a step's cost and carries no loss)."""
+    """Mean cross-entropy of the target tokens, the vocabulary projection computed at those positions only (at every
+    prompt position it is most of a step's cost and carries no loss)."""
     import torch
 
     inner = model.get_base_model()

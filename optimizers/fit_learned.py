@@ -1,9 +1,5 @@
-"""`optimizer=fit`: a teleprompter for learned parts that say how they are fitted.
-
-It walks the student's sub-modules (as DSPy's teleprompters walk its predictors) and calls `fit(trainset, valset)`
-on each one that defines it, in place on a copy of the student; what each fit measured is kept in `fit_reports` for
-the compile report. It knows no program or stage names: a new learned part is new files only.
-"""
+"""`optimizer=fit`: calls `fit(trainset, valset)` on every sub-module of a copy of the student that defines it; what
+each fit measured is kept in `fit_reports` for the compile report."""
 
 from __future__ import annotations
 
@@ -23,7 +19,7 @@ def learned_parts(program: dspy.Module) -> list[tuple[str, Any]]:
 
 class FitLearned:
     def __init__(self, metric: Any = None, only: list[str] | None = None) -> None:
-        self.metric = metric  # kept for the compile runner's uniform signature; each part fits its own objective
+        self.metric = metric  # each part fits its own objective
         self.only = list(only or [])
         self.fit_reports: dict[str, Any] = {}
 
@@ -38,9 +34,7 @@ class FitLearned:
         return parts
 
     def preflight(self, program: dspy.Module, trainset: list[dspy.Example]) -> None:
-        """Each part's own check of the training data (`preflight(trainset)`, where it has one), called before the
-        compile scores validation: training cases without a key were refused only after that (59 s for
-        experiment=compile_verifier)."""
+        """Each part's own check of the training data, before the compile spends time scoring validation."""
         for _, module in self.parts(program):
             if callable(getattr(module, "preflight", None)):
                 module.preflight(trainset)
@@ -56,8 +50,7 @@ class FitLearned:
         return program
 
     def review(self, compiled: dspy.Module, valset: list[dspy.Example], metric: Any) -> dict[str, Any]:
-        """What each part's fit measured, one line each; a part whose fit says `refused` is not adopted (the runner
-        then keeps program.optimize.save_to as it was)."""
+        """What each part's fit measured, one line each; a part whose fit says `refused` is not adopted."""
         lines, refused = [], []
         for name, fit in self.fit_reports.items():
             shown = {k: v for k, v in (fit or {}).items() if not isinstance(v, (dict, list))}

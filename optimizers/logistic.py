@@ -1,9 +1,5 @@
-"""`optimizer=logistic`: fit every learned logistic head of the program (a sub-module with a `LogisticHead` named
-`scorer` and its own `fit`), each against its own subtask's metric, with an optional fixed L2 strength `c`.
-
-`LogisticFit.compile(student, trainset=...)` is a DSPy teleprompter: it returns a copy of the student with its heads
-fitted (each head's `fit` gets the copy, so features that use another stage's output are computed as the program
-does). It knows no program or stage names."""
+"""`optimizer=logistic`: fit every learned logistic head of a copy of the student (a sub-module with a `LogisticHead`
+named `scorer` and its own `fit`), each against its own subtask's metric, with an optional fixed L2 strength `c`."""
 
 from __future__ import annotations
 
@@ -17,8 +13,7 @@ from optimizers.fit_learned import learned_parts
 
 
 def learned_heads(program: dspy.Module) -> dict[str, Any]:
-    """{name: module} of the program's learned parts (optimizers/fit_learned.py) whose weights are a LogisticHead
-    `scorer`."""
+    """{name: module} of the program's learned parts whose weights are a LogisticHead `scorer`."""
     return {name: module for name, module in learned_parts(program)
             if isinstance(getattr(module, "scorer", None), LogisticHead)}
 
@@ -35,7 +30,7 @@ class LogisticFit(dspy.teleprompt.Teleprompter):
         self.fit_reports: dict[str, Any] = {}
 
     def preflight(self, program: dspy.Module, trainset: list[dspy.Example]) -> None:
-        """Each head's own check of the training data (as optimizer=fit's), before the compile scores validation."""
+        """Each head's own check of the training data, before the compile scores validation."""
         for module in learned_heads(program).values():
             if callable(getattr(module, "preflight", None)):
                 module.preflight(trainset)

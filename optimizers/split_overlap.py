@@ -1,7 +1,5 @@
-"""Train and validation examples that are the same: then the compile's "after" score measures fit, not a gain.
-
-An optimizer selects on data.val (GEPA, MIPROv2) after learning from data.train; when the two share examples, the
-score after compiling rewards memorising them (issue #20: GEPA on the 20 public pairs with train = val)."""
+"""Train and validation examples that are the same: then the compile's "after" score rewards memorising them, not
+generalising."""
 
 from __future__ import annotations
 

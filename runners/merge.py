@@ -1,9 +1,6 @@
-"""task=merge dirs=[SHARD0,SHARD1,...]: one run folder from the shard runs of a job array, equal to the unsharded run:
-its predictions in input order, then the same finish() as task=run.
-
-Checked first, each problem one `error:` line: every folder holds a finished shard run of one config and one input
-(fingerprints and data.* equal but the shard keys; input files unchanged); together they cover every item exactly
-once; every record holds what the outputs are made from; the merged folder is none of the shards."""
+"""task=merge dirs=[SHARD0,SHARD1,...]: one run folder from the shard runs of a job array, equal to the unsharded run.
+Checked first, each problem one `error:` line: the folders are finished shards of one run and input, covering every
+item exactly once with usable records."""
 
 from __future__ import annotations
 
@@ -56,8 +53,7 @@ def json_kind(value: Any) -> str:
 
 
 def shape_problem(name: str, value: Any) -> str | None:
-    """Why a shard's config.json or fingerprint.json is not what a run writes (a JSON object; a config with its data
-    and program objects, the program naming its contract), or None."""
+    """Why a shard's config.json or fingerprint.json is not what a run writes, or None."""
     if not isinstance(value, dict):
         return f"a JSON {json_kind(value)}, not an object"
     if name == "fingerprint.json":
@@ -113,7 +109,7 @@ def merge(cfg: DictConfig) -> float | None:
         raise ConfigError("task=merge needs dirs=[RUN0,RUN1,...]: the run folders of data.shard=0..N-1 "
                           "(with data.num_shards=N)")
     out = output_dir()
-    clash = shard_folder_clash(out, dirs)  # RunFolderCallback refuses it before Hydra writes; a caller without Hydra
+    clash = shard_folder_clash(out, dirs)  # a caller without Hydra's RunFolderCallback
     if clash:
         raise MergeError(clash)
     problems: list[str] = []

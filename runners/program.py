@@ -1,9 +1,5 @@
-"""The one run / evaluate / compile skeleton every program shares (driven by its `ProgramContract`).
-
-run: load + validate inputs (before any LM call) -> hold the run folder (lock, fingerprint) -> build the module ->
-     predictions.jsonl (append, fsync, resumable) -> submission files -> scores.json (with references) ->
-     usage.json, report.md, config.json.
-"""
+"""The one run / evaluate / compile skeleton every program shares (driven by its `ProgramContract`): inputs are
+checked before any LM call, predictions are resumable, and every output is written from them."""
 
 from __future__ import annotations
 
@@ -60,7 +56,7 @@ def lm_choice(cfg: DictConfig) -> str:
 
 def choose_lm_or_no_lm(cfg: DictConfig, contract: ProgramContract) -> list[str]:
     """The LM roles the composed config uses; says in one line when none does, or stops when one is needed and no
-    LM is chosen. The stage choice itself is the config's (lm=none selects the non-LLM implementations)."""
+    LM is chosen."""
     client = cfg.lm.get("client")
     if client and not client.get("_target_"):  # e.g. +lm.client.model_path=... with lm=none
         from lms import build_lm
@@ -90,7 +86,6 @@ def fingerprint(cfg: DictConfig, contract: ProgramContract, inputs: Inputs) -> d
         program.pop(k, None)
     compiled = cfg.program.get("compiled")
     if compiled and not Path(compiled).is_file():
-        # the shipped state's path starts at paths.root (".": the folder main.py was started in)
         relative = "" if Path(compiled).is_absolute() else (
             f"; it is read from {Path.cwd()}: start main.py in the clinprog folder, or set CLINPROG_ROOT to it")
         raise ConfigError(f"program.compiled={compiled}: no such file (a state saved by task=compile, "
@@ -106,8 +101,7 @@ def fingerprint(cfg: DictConfig, contract: ProgramContract, inputs: Inputs) -> d
 
 
 def check_data_limit(cfg: DictConfig, contract: ProgramContract) -> None:
-    """data.limit (the first N items) is a positive integer or null: anything else is one error line, never a
-    traceback or a silent slice (`-1` would drop the last item, `0` run them all)."""
+    """data.limit (the first N items) is a positive integer or null (`-1` would silently drop the last item)."""
     limit = (cfg.get("data") or {}).get("limit")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ConfigError(f"data.limit must be a positive integer (the first N {contract.unit}s) or null (every "
@@ -136,11 +130,11 @@ def run(cfg: DictConfig) -> float | None:
     contract = contract_for(cfg)
     check_data_limit(cfg, contract)
     inputs = contract.load(cfg)          # bad input fails here, before any LM is built or called
-    inputs = select_shard(cfg, contract, inputs)   # data.num_shards=N data.shard=K: the K-th slice (runners/shards.py)
+    inputs = select_shard(cfg, contract, inputs)   # data.num_shards=N data.shard=K: the K-th slice
     roles = choose_lm_or_no_lm(cfg, contract)
     out = output_dir()
     with RunFolder(out, fingerprint(cfg, contract, inputs), str(cfg.get("run", {}).get("resume", "auto"))) as folder:
-        executor = executor_for(cfg, contract.unit)   # executor=local | ray (runners/executors/)
+        executor = executor_for(cfg, contract.unit)
         # a missing key / dead server fails here (Ray: in every worker's build, the same line)
         predict = built_by_workers if getattr(executor, "builds_own_program", False) else build_predictor(cfg, contract, roles)
         predictions = PredictionLog(folder.predictions, contract.record_id, contract.record_problem)
@@ -154,7 +148,7 @@ def run(cfg: DictConfig) -> float | None:
             append_main_log(out, line)
             raise SystemExit(130) from None
         except ClinprogError:
-            # e.g. the LM server died mid-run: what finished is kept, and its outputs are written before the error
+            # e.g. the LM server died mid-run: the outputs of what finished are written before the error
             partial = predictions.read()
             records = [partial[contract.item_id(i)] for i in inputs.items if contract.item_id(i) in partial]
             if records:

@@ -16,9 +16,8 @@ log = logging.getLogger(__name__)
 
 
 def build_no_lm_program(cfg: DictConfig, contract: ProgramContract, overrides: list[str] | None = None) -> Any:
-    """The same program composed with `lm=none` (its non-LLM stages), to answer when the LM fails; None when the
-    program has no non-LLM stages (the contract's fallback record answers instead). Outside main.py, `overrides`
-    (those `cfg` was composed with) compose it again the same way."""
+    """The same program composed with `lm=none`, to answer when the LM fails; None when the program has no non-LLM
+    stages. Outside main.py, `overrides` (those `cfg` was composed with) compose it again the same way."""
     from hydra import compose
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig
@@ -30,7 +29,7 @@ def build_no_lm_program(cfg: DictConfig, contract: ProgramContract, overrides: l
         # a program found on a search path the user added (hydra.searchpath=[...]) is found again
         overrides += [o for o in HydraConfig.get().overrides.hydra if o.startswith("hydra.searchpath")]
         no_lm_cfg = compose(config_name="config", overrides=[*overrides, "lm=none"])
-    elif overrides is not None:  # a script that says how it composed cfg (common.config_groups.compose_config)
+    elif overrides is not None:  # a script that says how it composed cfg
         from common.config_groups import compose_config
 
         no_lm_cfg = compose_config(*[o for o in overrides if not o.lstrip("+~").startswith(("lm=", "lm."))],
@@ -63,8 +62,8 @@ FD_RESERVE = 64  # descriptors a served program holds besides its connections (m
 
 
 def raise_open_file_limit(max_connections: int) -> None:
-    """Each connection holds a file descriptor: raise the soft open-file limit (up to the hard one) so that
-    `serve.max_connections` fit; say so when they cannot (accept() would fail with `Too many open files`)."""
+    """Raise the soft open-file limit (up to the hard one) so that `serve.max_connections` fit; say so when they
+    cannot."""
     try:
         import resource
     except ImportError:  # not on POSIX
@@ -84,9 +83,8 @@ def raise_open_file_limit(max_connections: int) -> None:
 
 
 def build_app(cfg: DictConfig, overrides: list[str] | None = None) -> tuple[Any, Any]:
-    """(the ASGI app serving the configured program, its checked `serve.*` settings): the program built once, its
-    no-LM program for LM failures, both warmed up. `serve` runs it on uvicorn; tests call it through a TestClient
-    (with the `overrides` cfg was composed from, so the no-LM program composes the same way)."""
+    """(the ASGI app serving the configured program, its checked `serve.*` settings): the program and its no-LM
+    program for LM failures, built once and warmed up."""
     from common.settings import serve_settings
     from lms import build_role_lms
     from runners.dspy_setup import configure_dspy

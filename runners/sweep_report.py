@@ -22,7 +22,7 @@ class SweepReportError(ClinprogError):
 
 
 def _metrics(scores: dict[str, Any]) -> dict[str, Any]:
-    """Numeric leaves of scores.json as dotted keys (lists and strings are not table cells)."""
+    """Numeric leaves of scores.json as dotted keys."""
     return {k: v for k, v in flatten(scores).items() if isinstance(v, int | float) and not isinstance(v, bool)
             or v is None}
 
@@ -95,8 +95,8 @@ def sweep_report(cfg: DictConfig) -> None:
 
 def table_metrics(rows: list[dict[str, Any]], metrics: list[str], objective: str,
                   limit: int = MARKDOWN_METRICS) -> tuple[list[str], int]:
-    """The objective, then the metrics that vary across jobs (a constant column says nothing about the sweep):
-    headline ones first (top-level scores and each part's overall score), then the rest in scores.json order."""
+    """The objective, then the metrics that vary across jobs: headline ones first (top-level scores and each part's
+    overall score), then the rest in scores.json order."""
     varying = [m for m in metrics if m != objective and len({r.get(m) for r in rows}) > 1]
     rank = [[m for m in varying if "." not in m]] + [[m for m in varying if "." in m and m.endswith(suffix)]
                                                       for suffix in HEADLINE_SUFFIXES]
@@ -112,7 +112,7 @@ def plot(rows: list[dict[str, Any]], varying: list[str], metric: str, out: Path)
     import matplotlib.pyplot as plt
 
     numeric = [p for p in varying if all(isinstance(r.get(p), int | float) for r in rows)]
-    made = []
+    made: list[tuple[Any, Path]] = []
     if len(numeric) >= 2:
         x, y = numeric[0], numeric[1]
         xs, ys = sorted({r[x] for r in rows}), sorted({r[y] for r in rows})
@@ -132,13 +132,9 @@ def plot(rows: list[dict[str, Any]], varying: list[str], metric: str, out: Path)
                     ax.text(j, i, f"{v:.3f}", ha="center", va="center", color="w")
         fig.colorbar(im, label=metric)
         ax.set_title(metric)
-        path = out / "sweep_heatmap.png"
-        fig.tight_layout()
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        made.append(path)
-    for p in numeric[:1] if len(numeric) == 1 else []:
-        # one line per combination of the other (non-numeric) swept values
+        made.append((fig, out / "sweep_heatmap.png"))
+    elif numeric:  # one line per combination of the other (non-numeric) swept values
+        p = numeric[0]
         others = [v for v in varying if v != p]
         series: dict[str, list[tuple[float, float]]] = {}
         for r in rows:
@@ -153,9 +149,9 @@ def plot(rows: list[dict[str, Any]], varying: list[str], metric: str, out: Path)
             ax.legend(fontsize=7)
         ax.set_xlabel(p)
         ax.set_ylabel(metric)
-        path = out / f"sweep_{p.replace('.', '_')}.png"
+        made.append((fig, out / f"sweep_{p.replace('.', '_')}.png"))
+    for fig, path in made:
         fig.tight_layout()
         fig.savefig(path, dpi=120)
         plt.close(fig)
-        made.append(path)
-    return made
+    return [path for _, path in made]
