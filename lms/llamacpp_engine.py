@@ -64,17 +64,15 @@ class LlamaCppEngine(Engine):
             raise LMConfigError(f"lm.client.prefix_reuse needs a GGUF with a chat template; {path.name} has none")
         self.prefix_reuse = bool(prefix_reuse)
         self._frames: OrderedDict[tuple[int, ...], Any] = OrderedDict()  # frame tokens -> saved llama state
-        self._formatter = self._chat_formatter() if self.prefix_reuse else None
         self.frame_tokens_reused = 0
+        self._formatter: Any = None  # the GGUF's chat template, as create_chat_completion renders it
+        if self.prefix_reuse:
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-    def _chat_formatter(self) -> Any:
-        """The GGUF's own chat template, as llama-cpp-python renders it for create_chat_completion."""
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
-        model = self._llama._model
-        return Jinja2ChatFormatter(template=self._llama.metadata["tokenizer.chat_template"],
-                                   eos_token=model.token_get_text(model.token_eos()),
-                                   bos_token=model.token_get_text(model.token_bos()))
+            model = self._llama._model
+            self._formatter = Jinja2ChatFormatter(template=self._llama.metadata["tokenizer.chat_template"],
+                                                  eos_token=model.token_get_text(model.token_eos()),
+                                                  bos_token=model.token_get_text(model.token_bos()))
 
     def _frame(self, messages: list[dict[str, str]]) -> list[int]:
         """The prompt's tokens up to the last `[[ ## ` input field of the last turn, [] when there is none: calls

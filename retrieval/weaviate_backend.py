@@ -72,17 +72,15 @@ class WeaviateIndex:
         auth = Auth.api_key(key) if key else None
         config = AdditionalConfig(timeout=Timeout(init=self.timeout_s, query=60, insert=120))
         where = self.cloud_url or f"{self.host}:{self.port} (gRPC {self.grpc_port})"
+        if self.cloud_url and auth is None:
+            raise RetrievalError(f"retriever=weaviate with cloud_url needs an API key in {self.api_key_env}")
         try:
             if self.cloud_url:
-                if auth is None:
-                    raise RetrievalError(f"retriever=weaviate with cloud_url needs an API key in {self.api_key_env}")
                 self._client = weaviate.connect_to_weaviate_cloud(cluster_url=self.cloud_url, auth_credentials=auth,
                                                                   additional_config=config)
             else:
                 self._client = weaviate.connect_to_local(host=self.host, port=self.port, grpc_port=self.grpc_port,
                                                          auth_credentials=auth, additional_config=config)
-        except RetrievalError:
-            raise
         except Exception as exc:
             raise RetrievalError(
                 f"retriever=weaviate: no Weaviate server answers at {where} ({type(exc).__name__}). Start one, e.g. "
@@ -179,9 +177,6 @@ class WeaviateIndex:
 
     def consistent(self) -> list[str]:
         return []  # the server keeps its vector and inverted indexes consistent with the objects it stores
-
-    def count(self) -> int:
-        return int(self.finalize()["count"])
 
     # ---------------------------------------------------------------- search
     def search(self, query: str, k: int) -> list[Passage]:
