@@ -1,9 +1,6 @@
-"""Features the learned aligner (alignment/learned.py) scores: one row per (answer sentence, note sentence) pair.
-
-Similarities are read relative to the note (divided by the note's best, ranked inversely) because MiniLM cosines and
-BM25 scores shift a lot between notes while their order within a note does not. The names are part of a fitted
-state: a state fitted for another feature list is refused (`common/parameters.py`), so changing a feature here means
-bumping its set's version.
+"""Features of the learned aligner: one row per (answer sentence, note sentence) pair. Similarities are read relative
+to the note (MiniLM cosines and BM25 scores shift between notes, their order within one much less). The names are part
+of a fitted state: changing a feature means bumping ALIGNMENT_FEATURE_SET.
 """
 
 from __future__ import annotations

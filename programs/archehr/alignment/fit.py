@@ -1,22 +1,17 @@
-"""How the learned alignment head is fitted (its `fit`, called by `task=compile optimizer=logistic` or
-`optimizer=fit`): the design matrix as the program computes it from the key's reference answer sentences and their
-citations, the head fitted against Subtask 4 micro F1, the L2 strength and the selection rule (threshold / relative /
-minimum) chosen on out-of-fold probabilities of the training cases (an inner cross-validation, so the rule is not
-fitted on probabilities the scorer saw its own labels for). The evidence head's twin: evidence/fit.py."""
+"""How the learned alignment head is fitted (evidence/fit.py is its twin): the design matrix of the key's reference
+answer sentences and citations, then the L2 strength and the selection rule chosen for Subtask 4 micro F1 on
+out-of-fold probabilities."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-import dspy
 import numpy as np
 
-from common.errors import ConfigError
 from common.logistic_fit import f1, fit_chosen_c, fit_scorer, plain
 from common.parameters import LogisticHead
 from programs.archehr.alignment.features import ALIGNMENT_FEATURE_SET, ALIGNMENT_FEATURES, alignment_features
-from programs.archehr.shared.heads import training_cases
 from programs.archehr.shared.note_layout import is_header
 from programs.archehr.shared.selection import select_links
 from tasks.archehr.data import Case, KeyCase
@@ -89,14 +84,3 @@ def fit_alignment(cases: list[AlignmentCase], max_citations: int = 3, c: float |
                     "micro_f1_out_of_fold": round(oof_f1, 2),
                     "micro_f1_in_sample": round(alignment_f1(cases, alignment_probabilities(cases, scorer),
                                                              selection, max_citations), 2)}}
-
-
-def fit_alignment_head(trainset: list[dspy.Example], embedder: Any, max_citations: int,
-                       c: float | None = None) -> dict[str, Any]:
-    cases, key = training_cases(trainset, "the learned alignment head")
-    if not any(key[c_.case_id].answer_sentences for c_ in cases):
-        raise ConfigError("the learned alignment head needs clinician_answer_sentences with citations in "
-                          "data.train_key; choose program/archehr/alignment=similarity to fit evidence only")
-    part = fit_alignment(alignment_cases(cases, key, embedder), max_citations, c)
-    part["fit"] = {**part["fit"], "case_ids": sorted(c_.case_id for c_ in cases)}
-    return part

@@ -1,9 +1,7 @@
-"""Stage 4 without an LM, learned: P(cited) per (answer sentence, note sentence) pair from a logistic head over
-features (alignment/features.py), fitted with its selection rule by `fit` (alignment/fit.py, run by
-`optimizer=logistic`). The head is a DSPy parameter (`scorer`) of the stage, saved and loaded with the compiled program.
-
-Per answer sentence: pairs with P >= `threshold` and >= `relative` x its best, at most `max_citations`, at least
-`min_links`. A value set in the config overrides the fitted one (for sweeps)."""
+"""Stage 4 without an LM, learned: P(cited) per (answer sentence, note sentence) pair from a logistic head (a DSPy
+parameter, `scorer`) over alignment/features.py, fitted with its selection rule by alignment/fit.py. Per answer
+sentence: pairs with P >= `threshold` and >= `relative` x its best, at most `max_citations`, at least `min_links`; a
+value set in the config overrides the fitted one."""
 
 from __future__ import annotations
 
@@ -15,6 +13,7 @@ import numpy as np
 from common.errors import ConfigError
 from common.parameters import LogisticHead
 from programs.archehr.alignment.features import ALIGNMENT_FEATURE_SET, ALIGNMENT_FEATURES, alignment_features
+from programs.archehr.alignment.fit import alignment_cases, fit_alignment
 from programs.archehr.shared.heads import check_override, fitted_selection, training_cases
 from programs.archehr.shared.note_layout import is_header
 from programs.archehr.shared.selection import select_links
@@ -44,19 +43,21 @@ class LearnedAligner(dspy.Module):
         return fitted_selection(self.scorer, self.overrides, "program.alignment")
 
     def preflight(self, trainset: list[dspy.Example]) -> None:
-        """What fit needs of `trainset` (cases with a note and a key), checked before the compile's scoring."""
+        """What fit needs of `trainset`, checked before the compile's scoring."""
         training_cases(trainset, "the learned alignment head")
 
     def fit(self, trainset: list[dspy.Example], valset: list[dspy.Example] | None = None, program: Any = None,
             c: float | None = None) -> dict[str, Any]:
-        """Fit the scorer and its selection rule on the training cases' reference answer sentences and citations
-        (alignment/fit.py)."""
-        from programs.archehr.alignment.fit import fit_alignment_head
-
-        part = fit_alignment_head(trainset, self.embedder, self.max_citations, c)
+        """Fit the scorer and its selection rule on the training cases' reference answer sentences and citations."""
+        cases, key = training_cases(trainset, "the learned alignment head")
+        if not any(key[c_.case_id].answer_sentences for c_ in cases):
+            raise ConfigError("the learned alignment head needs clinician_answer_sentences with citations in "
+                              "data.train_key; choose program/archehr/alignment=similarity to fit evidence only")
+        part = fit_alignment(alignment_cases(cases, key, self.embedder), self.max_citations, c)
+        fit = {**part["fit"], "case_ids": sorted(c_.case_id for c_ in cases)}
         head = part["scorer"]
-        self.scorer.set(head.mean, head.scale, head.coef, head.intercept, part["selection"], part["fit"])
-        return part["fit"]
+        self.scorer.set(head.mean, head.scale, head.coef, head.intercept, part["selection"], fit)
+        return fit
 
     def probabilities(self, answer_sentences: list[AnswerSentence], candidates: list[NoteSentence]) -> np.ndarray:
         x = alignment_features(self.embedder, [a.text for a in answer_sentences], [s.text for s in candidates])

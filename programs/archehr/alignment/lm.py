@@ -23,15 +23,11 @@ def all_empty(alignment: list[dict], minimum: int = 2) -> bool:
 
 
 class LMAligner(dspy.Module):
-    """Links answer sentences to note sentences. `form`: `lists` (the seed's: one call, one list of ids per answer
-    sentence) or `per_sentence` (one call per answer sentence, its ids only). `min_citations` (0 or 1) is the
-    least a list may hold: 0 lets the model say "unsupported" (the seed's conservative rule), 1 asks for the
-    closest support of every sentence (the grounding check then judges it). `cite_by`: `id` (the seed's: each
-    note line starts `[id]`) or `id_both_ends` (per_sentence only: `[id] text [id]`; a 1.5B model citing by number
-    took the id of the next line, the one that follows the sentence it meant). `candidates` (per_sentence only):
-    the ids a reply may hold are the k note sentences most similar to the answer sentence (the program's embedder;
-    section headers left out); the prompt still lists the whole note. An alignment that cites nothing for any of 2
-    or more answer sentences is a `degenerate` output (counted in usage.json)."""
+    """Links answer sentences to note sentences. `form`: `lists` (the seed's: one call, a list of ids per answer
+    sentence) or `per_sentence` (one call per answer sentence). `min_citations` 0 lets the model say "unsupported",
+    1 asks for every sentence's closest support. `cite_by=id_both_ends` (per_sentence) writes `[id] text [id]`: a 1.5B
+    model citing by number took the next line's id. `candidates` (per_sentence) limits a reply to the k note sentences
+    most similar to the answer sentence. No citation for any of 2 or more answer sentences is a `degenerate` output."""
 
     uses_lm = True
 

@@ -1,7 +1,6 @@
-"""Stage 2 without an LM: cosine similarity of question and note sentences mapped to the 1-5 scale by cut points
-(>= cuts[3] -> 5, ..., else 1), which `EmbeddingLikertEvidenceScorer` selects by. With `relative` (the default) a
-similarity is divided by the note's best first: MiniLM cosines vary between notes, their ranking much less.
-Section headers (a short sentence ending in ':') score 1."""
+"""Stage 2 without an LM: cosine similarity of question and note sentences mapped to 1-5 by cut points. With
+`relative` a similarity is divided by the note's best first: MiniLM cosines vary between notes, their ranking much
+less. Section headers score 1."""
 
 from __future__ import annotations
 
@@ -37,11 +36,7 @@ class EmbeddingEvidenceScorer(dspy.Module):
             raise ConfigError(f"program.evidence.top_share must be in (0, 1], not {top_share!r}")
         if min_selected < 1:
             raise ConfigError(f"program.evidence.min_selected must be >= 1, not {min_selected!r}")
-        self._setup(embedder, anchor, lexical_weight, relative, cuts)
         self.top_share, self.min_selected = top_share, min_selected
-
-    def _setup(self, embedder: Embedder, anchor: str, lexical_weight: float, relative: bool,
-               cuts: tuple[float, ...]) -> None:
         if not 0.0 <= lexical_weight <= 1.0:
             raise ConfigError(f"program.evidence.lexical_weight must be in [0, 1], not {lexical_weight!r}")
         self.embedder = embedder
@@ -92,8 +87,7 @@ class EmbeddingLikertEvidenceScorer(EmbeddingEvidenceScorer):
     def __init__(self, embedder: Embedder, anchor: str = "both", strict_threshold: int = 4, lenient_threshold: int = 3,
                  fallback_count: int = 3, lexical_weight: float = 0.0, relative: bool = True,
                  cuts: tuple[float, ...] = DEFAULT_CUTS) -> None:
-        dspy.Module.__init__(self)
-        self._setup(embedder, anchor, lexical_weight, relative, cuts)
+        super().__init__(embedder, anchor, lexical_weight=lexical_weight, relative=relative, cuts=cuts)
         self.thresholds = (strict_threshold, lenient_threshold, fallback_count)
 
     def select(self, sentences: list[NoteSentence], fused: list[float], scores: list[int]) -> tuple[list[str], str]:

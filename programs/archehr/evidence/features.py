@@ -1,9 +1,6 @@
-"""Features the learned evidence scorer (evidence/learned.py) scores: one row per note sentence.
-
-Similarities are read relative to the note (divided by the note's best, ranked, standardised within the note)
-because MiniLM cosines and BM25 scores shift a lot between notes while their order within a note does not. The
-names are part of a fitted state: a state fitted for another feature list is refused (`common/parameters.py`), so
-changing a feature here means bumping its set's version.
+"""Features of the learned evidence scorer: one row per note sentence. Similarities are read relative to the note
+(MiniLM cosines and BM25 scores shift between notes, their order within one much less). The names are part of a fitted
+state: changing a feature means bumping EVIDENCE_FEATURE_SET.
 """
 
 from __future__ import annotations
@@ -71,8 +68,7 @@ def evidence_features(embedder: Embedder, question: str, narrative: str, texts: 
     narrative_sentences = split_sentences(narrative)[:12] or [narrative]
     asked = [i for i, t in enumerate(narrative_sentences) if t.rstrip().endswith("?")] or list(
         range(len(narrative_sentences)))
-    # one call per side: the anchors (question, narrative, question + narrative as the cascade gives it, the
-    # narrative's sentences) and the note's sentences (embedded once per case, shared with the other stages)
+    # one call per side: the anchors, then the note's sentences
     queries = embedder.encode_queries([question, narrative, f"{question} {narrative}", *narrative_sentences])
     sims = queries @ embedder.encode_documents(texts).T
     dense = {"question_dense": sims[0], "narrative_dense": sims[1], "both_dense": sims[2],

@@ -1,8 +1,6 @@
-"""How the learned evidence head is fitted (its `fit`, called by `task=compile optimizer=logistic` or
-`optimizer=fit`): the design matrix as the program computes it, the head fitted against Subtask 2 strict micro F1 on
-essential sentences, the L2 strength and the selection rule (threshold / relative / minimum) chosen on out-of-fold
-probabilities of the training cases (an inner cross-validation, so the rule is not fitted on probabilities the
-scorer saw its own labels for). The alignment head's twin: alignment/fit.py."""
+"""How the learned evidence head is fitted (alignment/fit.py is its twin): the design matrix as the program computes
+it, then the L2 strength and the selection rule chosen for Subtask 2 strict micro F1 on out-of-fold probabilities
+(so the rule is not fitted on probabilities the scorer saw its own labels for)."""
 
 from __future__ import annotations
 
@@ -10,14 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import dspy
 import numpy as np
 
-from common.errors import ConfigError
 from common.logistic_fit import C_GRID, f1, fit_chosen_c, fit_scorer, plain
 from common.parameters import LogisticHead
 from programs.archehr.evidence.features import EVIDENCE_FEATURE_SET, EVIDENCE_FEATURES, evidence_features
-from programs.archehr.shared.heads import training_cases
 from programs.archehr.shared.note_layout import is_header
 from programs.archehr.shared.selection import select_by_probability
 from tasks.archehr.data import Case, KeyCase
@@ -26,18 +21,14 @@ EVIDENCE_GRID = {"threshold": [round(x, 3) for x in np.arange(0.05, 0.951, 0.025
                  "relative": [0.0, 0.5, 0.6, 0.7, 0.8, 0.9], "min_selected": [1, 2, 3]}
 
 
-# (clinician question, patient narrative, note sentences) -> one row of features per sentence
-FeatureFunction = Callable[[str, str, list[str]], np.ndarray]
-
-
 @dataclass(frozen=True)
 class HeadColumns:
-    """What a head's design matrix is: its columns' names and set, how a case's rows are computed, and the L2
-    strengths its fit chooses among (a wide block such as the reader's 576 columns needs stronger ones)."""
+    """A head's design matrix: its columns, how a case's rows are computed from (question, narrative, note sentences),
+    and the L2 strengths its fit chooses among (a wide block such as the reader's needs stronger ones)."""
 
     feature_set: str
     names: tuple[str, ...]
-    features: FeatureFunction
+    features: Callable[[str, str, list[str]], np.ndarray]
     c_grid: tuple[float, ...] = C_GRID
 
 
@@ -59,9 +50,8 @@ class EvidenceCase:
 
 def evidence_cases(cases: list[Case], key: dict[str, KeyCase], question_stage: Any, embedder: Any,
                    columns: HeadColumns | None = None) -> list[EvidenceCase]:
-    """Each case's features as the program computes them: the question comes from the program's own stage 1 and
-    question and narrative are read separately, as the stage reads them. `columns`: the head's (default: the
-    learned head's own)."""
+    """Each case's features as the program computes them, the question from its own stage 1; `columns`: the head's
+    (default: the learned head's own)."""
     features = (columns or learned_columns(embedder)).features
     out = []
     for case in cases:
@@ -96,10 +86,8 @@ def evidence_probabilities(cases: list[EvidenceCase], scorer: LogisticHead) -> l
 def fit_evidence(cases: list[EvidenceCase], c: float | None = None, inner_folds: int = 5,
                  columns: HeadColumns | None = None) -> dict[str, Any]:
     """The evidence part of a state: scorer fitted on every case, C and selection rule on out-of-fold probabilities.
-    The scorer learns essential against not-relevant sentences: supplementary ones (relevant context a good answer
-    may use) are left out of its rows, which ranks better in cross-validation (+1.3 strict micro F1 on the
-    realistic cases) than counting them as negatives; the selection rule still counts them as errors. `columns`
-    names the columns of the cases' x (default: the learned head's own; its features are not computed here)."""
+    Supplementary sentences are left out of the scorer's rows (+1.3 strict micro F1 in cross-validation over counting
+    them as negatives); the selection rule still counts them as errors. `columns` names the cases' x columns."""
     names, feature_set, c_grid = ((columns.names, columns.feature_set, columns.c_grid) if columns is not None
                                   else (EVIDENCE_FEATURES, EVIDENCE_FEATURE_SET, C_GRID))
 
@@ -120,15 +108,3 @@ def fit_evidence(cases: list[EvidenceCase], c: float | None = None, inner_folds:
                     "strict_micro_f1_out_of_fold": round(oof_f1, 2),
                     "strict_micro_f1_in_sample": round(evidence_f1(cases, evidence_probabilities(cases, scorer),
                                                                    selection), 2)}}
-
-
-def fit_evidence_head(trainset: list[dspy.Example], question_stage: Any, embedder: Any,
-                      c: float | None = None, columns: HeadColumns | None = None) -> dict[str, Any]:
-    """The evidence head's fit on the training examples, the features computed with `question_stage`'s questions;
-    `columns`: the head's (default: the learned head's own)."""
-    cases, key = training_cases(trainset, "the learned evidence head")
-    if not any(key[c_.case_id].essential for c_ in cases):
-        raise ConfigError("the learned evidence head: no training case has an essential sentence in data.train_key")
-    part = fit_evidence(evidence_cases(cases, key, question_stage, embedder, columns), c, columns=columns)
-    part["fit"] = {**part["fit"], "case_ids": sorted(c_.case_id for c_ in cases)}
-    return part

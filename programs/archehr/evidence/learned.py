@@ -1,9 +1,6 @@
-"""Stage 2 without an LM, learned: P(essential) per note sentence from a logistic head over features
-(evidence/features.py), fitted with its selection rule by `fit` (evidence/fit.py, run by `optimizer=logistic`). The
-head is a DSPy parameter (`scorer`) of the stage, saved and loaded with the compiled program.
-
-Selected: P >= `threshold` (or >= `relative` x the note's best), at least `min_selected`. A value set in the config
-overrides the fitted one (for sweeps)."""
+"""Stage 2 without an LM, learned: P(essential) per note sentence from a logistic head (a DSPy parameter, `scorer`)
+over evidence/features.py, fitted with its selection rule by evidence/fit.py. Selected: P >= `threshold` (or >=
+`relative` x the note's best), at least `min_selected`; a value set in the config overrides the fitted one."""
 
 from __future__ import annotations
 
@@ -16,7 +13,7 @@ from common.errors import ConfigError
 from common.parameters import LogisticHead
 from programs.archehr.evidence.embedding import DEFAULT_CUTS, to_likert
 from programs.archehr.evidence.features import EVIDENCE_FEATURE_SET, EVIDENCE_FEATURES
-from programs.archehr.evidence.fit import HeadColumns, learned_columns
+from programs.archehr.evidence.fit import HeadColumns, evidence_cases, fit_evidence, learned_columns
 from programs.archehr.shared.heads import check_override, fitted_selection, training_cases
 from programs.archehr.shared.note_layout import is_header
 from programs.archehr.shared.selection import select_by_probability
@@ -52,24 +49,26 @@ class LearnedEvidenceScorer(dspy.Module):
         return learned_columns(self.embedder)
 
     def preflight(self, trainset: list[dspy.Example]) -> None:
-        """What fit needs of `trainset` (cases with a note and a key), checked before the compile's scoring."""
+        """What fit needs of `trainset`, checked before the compile's scoring."""
         training_cases(trainset, "the learned evidence head")
 
     def fit(self, trainset: list[dspy.Example], valset: list[dspy.Example] | None = None, program: Any = None,
             c: float | None = None) -> dict[str, Any]:
-        """Fit the scorer and its selection rule on the training cases (evidence/fit.py), the
-        features computed with the program's own question stage, as a run computes them; `c`: the L2 strength
-        (None: chosen by inner cross-validation)."""
-        from programs.archehr.evidence.fit import fit_evidence_head
-
+        """Fit the scorer and its selection rule on the training cases, the features computed with the program's own
+        question stage, as a run computes them; `c`: the L2 strength (None: chosen by inner cross-validation)."""
         question = getattr(program, "question", None)
         if question is None:
             raise ConfigError("the learned evidence head is fitted inside its program (its question stage makes the "
                               "questions its features use): task=compile with optimizer=logistic or optimizer=fit")
-        part = fit_evidence_head(trainset, question, self.embedder, c, self.columns())
+        cases, key = training_cases(trainset, "the learned evidence head")
+        if not any(key[c_.case_id].essential for c_ in cases):
+            raise ConfigError("the learned evidence head: no training case has an essential sentence in data.train_key")
+        columns = self.columns()
+        part = fit_evidence(evidence_cases(cases, key, question, self.embedder, columns), c, columns=columns)
+        fit = {**part["fit"], "case_ids": sorted(c_.case_id for c_ in cases)}
         head = part["scorer"]
-        self.scorer.set(head.mean, head.scale, head.coef, head.intercept, part["selection"], part["fit"])
-        return part["fit"]
+        self.scorer.set(head.mean, head.scale, head.coef, head.intercept, part["selection"], fit)
+        return fit
 
     def probabilities(self, clinician_question: str, patient_narrative: str,
                       sentences: list[NoteSentence]) -> np.ndarray:
@@ -87,7 +86,7 @@ class LearnedEvidenceScorer(dspy.Module):
                                  int(rule["min_selected"]))
         best = float(p.max()) if len(p) else 0.0
         chosen_set = set(chosen)
-        # Likert scores for display agree with the selection: 4-5 selected, 1-3 not (P / the note's best P by `cuts`)
+        # display scores agree with the selection: 4-5 selected, 1-3 not (P / the note's best P by `cuts`)
         scores = [1 if is_header(s.text) else (max(4, likert) if i in chosen_set else min(3, likert))
                   for i, (s, likert) in enumerate(zip(sentences, (to_likert(float(x) / best if best > 0 else 0.0,
                                                                            self.cuts) for x in p), strict=True))]

@@ -36,14 +36,12 @@ def all_equal(scores: list[int], minimum: int = 3) -> bool:
 
 
 class LMEvidenceScorer(dspy.Module):
-    """ScoreEvidence gives every note sentence a Likert score; the seed's strict/lenient/first-n rule selects.
+    """The LM gives every note sentence a Likert score; the seed's strict/lenient/first-n rule selects.
 
-    `form` is what the LM writes: `list` (the seed's: one list of N integers in the sentences' order), `by_id`
-    (an object of sentence id -> score, each score written right after its id) or `per_sentence` (RateSentence:
-    one call per sentence, the whole note in every prompt and the rated sentence last, so an engine with
-    `lm.client.prefix_reuse` reads the note once per case). `group_size` splits the note into groups scored one
-    call each (null: the whole note in one call, as the seed; not with per_sentence). A reply that scores every sentence
-    of the note the same is a `degenerate` output (counted in usage.json), selected as the seed's rule says."""
+    `form`: `list` (the seed's: N integers in the sentences' order), `by_id` (sentence id -> score) or `per_sentence`
+    (one call per sentence, the whole note first in every prompt, so `lm.client.prefix_reuse` reads it once per
+    case). `group_size` scores the note in groups of that many, one call each. Every sentence scored the same is a
+    `degenerate` output."""
 
     uses_lm = True
 

@@ -1,11 +1,7 @@
-"""Stage 2 without an API LM, learned, with a reader (issue #70): the learned head's columns (evidence/features.py)
-and a small LM's reading of each note sentence against the question (lms/reader.py: the hidden state of a
-(question, sentence) prompt, 576 numbers for SmolLM2-135M), stacked (evidence/reader_fit.py): a regression over the
-reader's vector gives one column, its log-odds, beside the head's own. Fitted by the same compile path as the
-learned head (`task=compile experiment=compile_reader_heads`, optimizer=logistic); its state is its own
-(data/archehr/compiled_reader.json, `experiment=reader`), and the reader's model, prompt form and pooling are part of
-its feature set's name, so a state fitted for another reading is refused. Numbers: benchmarks/README.md ("The
-reader").
+"""Stage 2 without an API LM, learned, with a reader: a small LM's hidden state of each (question, sentence) prompt
+(lms/reader.py) gives, through its own regression (evidence/reader_fit.py), one more column beside the learned head's.
+Its state is its own (`experiment=reader`); the reader's identity is in its feature set's name, so a state fitted for
+another reading is refused. Numbers: benchmarks/README.md ("The reader").
 """
 
 from __future__ import annotations
@@ -37,9 +33,9 @@ NOT_FITTED = ("program/archehr/evidence=reader: program.compiled holds no head f
 
 
 class ReaderHead(LogisticHead):
-    """The head over the learned columns + the reader's log-odds, holding the reader's own regression (`reader`)
-    in its state. A compile starts from the shipped program (its question adapter and other heads), whose evidence
-    head has no reader: that head loads as not fitted yet, and a run that reaches it says which state to load."""
+    """The head over the learned columns + the reader's log-odds, with the reader's own regression in its state. The
+    shipped program's evidence head (no reader) loads as not fitted: a compile may start from it, a run says which
+    state to load."""
 
     def __init__(self, feature_set: str, features: tuple[str, ...], embedder: str, reader_feature_set: str,
                  reader_features: tuple[str, ...]) -> None:
@@ -108,9 +104,8 @@ class ReaderEvidenceScorer(LearnedEvidenceScorer):
 
     def fit(self, trainset: list[dspy.Example], valset: list[dspy.Example] | None = None, program: Any = None,
             c: float | None = None) -> dict[str, Any]:
-        """The reader's regression and the head (evidence/reader_fit.py) on the training cases, the questions from
-        the program's own question stage, as a run computes them; `c`: the head's L2 strength (None: chosen by inner
-        cross-validation; the reader's always is)."""
+        """The reader's regression and the head on the training cases, the questions from the program's own stage 1;
+        `c`: the head's L2 strength (None: chosen by inner cross-validation; the reader's always is)."""
         question = getattr(program, "question", None)
         if question is None:
             raise ConfigError("the reader's evidence head is fitted inside its program (its question stage makes the "

@@ -1,12 +1,9 @@
-"""How the reader's evidence head is fitted (evidence/reader.py), stacked: a logistic regression over the reader's
-vectors alone gives each sentence one number (its log-odds of being essential), and the learned head's fit
-(evidence/fit.py) takes that number as one more column beside its own.
+"""How the reader's evidence head is fitted, stacked: a regression over the reader's vectors alone gives each
+sentence its log-odds of being essential, one more column for the learned head's fit (evidence/fit.py).
 
-Why not all columns in one regression: one L2 strength for 60 + 576 columns either overfits the reader's or
-over-shrinks the head's own (cross-validated on the 66 hand-written cases, benchmarks/archehr_reader_cv.py, seed 0:
-Subtask 2 strict micro F1 65.1 side by side, 66.8 stacked, 65.5 the head alone). The training cases' column is out-of-fold
-(each case's log-odds from a regression fitted without it), so the head learns how much to trust the reader on
-sentences the reader did not see, as at run time; its C is the one with the best out-of-fold AUC.
+Not one regression over all columns: one L2 strength for 60 + 576 columns overfits one block or over-shrinks the other
+(benchmarks/archehr_reader_cv.py: strict micro F1 65.1 side by side, 66.8 stacked, 65.5 the head alone). The training
+column is out-of-fold, so the head learns how far to trust the reader on sentences it did not see, as at run time.
 """
 
 from __future__ import annotations
@@ -30,8 +27,7 @@ def reader_log_odds(head: LogisticHead, vectors: np.ndarray) -> np.ndarray:
 
 def _fit(cases: list[EvidenceCase], vectors: dict[str, np.ndarray], c: float, feature_set: str,
          names: tuple[str, ...]) -> LogisticHead:
-    """Essential against not-relevant rows (as the learned head's), class-balanced: the log-odds are a ranking
-    column, the head's own fit sets the threshold."""
+    """Essential against not-relevant rows, class-balanced: a ranking column, the head's fit sets the threshold."""
     keep = [case.candidates & ~case.supplementary for case in cases]
     return fit_scorer(np.vstack([vectors[case.case_id][k] for case, k in zip(cases, keep, strict=True)]),
                       np.concatenate([case.y[k] for case, k in zip(cases, keep, strict=True)]),
@@ -63,8 +59,8 @@ def fit_reader_block(cases: list[EvidenceCase], vectors: dict[str, np.ndarray], 
 def fit_stacked(cases: list[EvidenceCase], vectors: dict[str, np.ndarray], columns: HeadColumns,
                 reader_feature_set: str, reader_names: tuple[str, ...], reader_c_grid: tuple[float, ...],
                 c: float | None = None) -> dict[str, Any]:
-    """The reader head and the learned head over its own columns + the reader's out-of-fold log-odds (`columns`
-    names them, the log-odds last), as fit_evidence's part with the reader head under "reader"."""
+    """fit_evidence's part for the learned columns + the reader's out-of-fold log-odds (last in `columns`), with the
+    reader head under "reader"."""
     reader, oof, reader_c = fit_reader_block(cases, vectors, reader_feature_set, reader_names, reader_c_grid)
     stacked = [EvidenceCase(case.case_id, np.column_stack([case.x, oof[case.case_id]]), case.y, case.candidates,
                             case.ids, case.supplementary) for case in cases]
