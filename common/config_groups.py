@@ -36,10 +36,7 @@ def compose_config(*overrides: str) -> DictConfig:
 def choice(cfg: Any, group: str) -> str | None:
     """The option the run chose for `group` (a path under conf/, e.g. `program/archehr/evidence`); None when the
     config holds no choices or the group was not chosen."""
-    choices = cfg.get(CHOICES) if hasattr(cfg, "get") else None
-    if not choices:
-        return None
-    found = choices.get(group)
+    found = (cfg.get(CHOICES) or {}).get(group) if hasattr(cfg, "get") else None
     return None if found is None else str(found)
 
 

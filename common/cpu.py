@@ -1,9 +1,6 @@
-"""How many threads a CPU-bound step should use now, on a machine shared with other work.
-
-llama.cpp and torch meet at a barrier after every operation, so one descheduled thread stalls them all (on 2 cores
-beside two busy processes the default run took 4.45x its time alone): `threads: auto` uses the cores free now.
-Results never depend on the thread count: torch runs every product on one thread and gives the step's threads whole
-batches (`single_thread_products`, `threads_for_step`)."""
+"""How many threads a CPU-bound step should use now: llama.cpp and torch meet at a barrier after every operation, so
+one descheduled thread stalls them all (on 2 cores beside two busy processes a run took 4.45x its time alone).
+Results never depend on the thread count: torch runs each product on one thread, the step's threads get batches."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""A program's saved state: DSPy JSON (`program.save()`) beside a `.meta.json` (what it was compiled for and on).
-
-Loading is by parameter name, as `dspy.Module.load_state` does, once the file is known to be from the same program
-class, with the same signature fields and every learned weight. A Predict the file does not name keeps its configured
-state, so one shipped state serves the learned stages whichever LM the other stages use."""
+"""A program's saved state: DSPy JSON (`program.save()`) beside a `.meta.json` (what it was compiled for and on),
+loaded by parameter name once it is known to fit. A Predict the file does not name keeps its configured state, so one
+shipped state serves the learned stages whichever LM the other stages use."""
 
 from __future__ import annotations
 

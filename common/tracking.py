@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from common.config_groups import chosen_name
@@ -78,59 +79,46 @@ class MlflowTracking:
 
     @contextlib.contextmanager
     def track(self, cfg: DictConfig, out: Path) -> Iterator[None]:
-        with _mlflow_run(cfg, out, self.uri, self.artifact_location, self.experiment, self.traces):
-            yield
+        try:
+            import mlflow
+        except ImportError:
+            raise ConfigError("tracking=mlflow needs MLflow: pip install -e \".[tracking]\"") from None
+        uri, name = str(self.uri), str(self.experiment)
+        if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+            Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        mlflow.set_tracking_uri(uri)
+        experiment = mlflow.get_experiment_by_name(name)
+        experiment_id = experiment.experiment_id if experiment else mlflow.create_experiment(
+            name, artifact_location=str(Path(self.artifact_location).resolve()) if uri.startswith("sqlite") else None)
+        sweep = _sweep_dir()
+        tags = {"mlflow.parentRunId": _parent_run(mlflow, sweep, experiment_id)} if sweep else {}
+        if self.traces:
+            try:
+                mlflow.dspy.autolog()
+            except Exception as exc:  # the skinny package has no DSPy flavour
+                log.warning("tracking.traces=true: MLflow's DSPy autologging is unavailable here (%s)", exc)
+        task = chosen_name(cfg, "task", cfg.task)
+        with mlflow.start_run(experiment_id=experiment_id, run_name=f"{cfg.program.name} {task} {out.name}",
+                              tags={**tags, "task": task, "program": str(cfg.program.name)}) as run:
+            params = flatten(OmegaConf.to_container(cfg, resolve=True))
+            # MLflow names allow only alphanumerics, _ - . space : / (a Hydra choice key may hold an @)
+            mlflow.log_params({re.sub(r"[^\w\-. :/]", ":", k): (json.dumps(v) if isinstance(v, list) else str(v))[:500]
+                               for k, v in params.items() if not k.startswith("hydra")})
+            try:
+                yield
+            finally:
+                metrics = {**_numbers(out / "scores.json", "scores"), **_numbers(out / "usage.json", "usage")}
+                if metrics:
+                    mlflow.log_metrics(metrics)
+                for path in sorted(out.iterdir()) if out.is_dir() else []:
+                    if path.is_file() and not path.name.endswith((".tmp", ".lock")):
+                        mlflow.log_artifact(str(path))
+                print(f"tracking: logged to MLflow run {run.info.run_id} (experiment {name}) at {uri}")
 
 
 @contextlib.contextmanager
 def tracked(cfg: DictConfig, out: Path) -> Iterator[None]:
     """The configured tracker around one task (`cfg.tracking._target_`; no tracking node: none)."""
     node = cfg.get("tracking")
-    if not node or not node.get("_target_"):
+    with (instantiate(node) if node and node.get("_target_") else NoTracking()).track(cfg, out):
         yield
-        return
-    from hydra.utils import instantiate
-
-    with instantiate(node).track(cfg, out):
-        yield
-
-
-@contextlib.contextmanager
-def _mlflow_run(cfg: DictConfig, out: Path, uri: str, artifact_location: str, name: str,
-                traces: bool) -> Iterator[None]:
-    try:
-        import mlflow
-    except ImportError:
-        raise ConfigError("tracking=mlflow needs MLflow: pip install -e \".[tracking]\"") from None
-    uri = str(uri)
-    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    mlflow.set_tracking_uri(uri)
-    name = str(name)
-    experiment = mlflow.get_experiment_by_name(name)
-    experiment_id = experiment.experiment_id if experiment else mlflow.create_experiment(
-        name, artifact_location=str(Path(artifact_location).resolve()) if uri.startswith("sqlite") else None)
-    sweep = _sweep_dir()
-    tags = {"mlflow.parentRunId": _parent_run(mlflow, sweep, experiment_id)} if sweep else {}
-    if traces:
-        try:
-            mlflow.dspy.autolog()
-        except Exception as exc:  # the skinny package has no DSPy flavour
-            log.warning("tracking.traces=true: MLflow's DSPy autologging is unavailable here (%s)", exc)
-    task = chosen_name(cfg, "task", cfg.task)
-    with mlflow.start_run(experiment_id=experiment_id, run_name=f"{cfg.program.name} {task} {out.name}",
-                          tags={**tags, "task": task, "program": str(cfg.program.name)}) as run:
-        params = flatten(OmegaConf.to_container(cfg, resolve=True))
-        # MLflow names allow only alphanumerics, _ - . space : / (a Hydra choice key may hold an @)
-        mlflow.log_params({re.sub(r"[^\w\-. :/]", ":", k): (json.dumps(v) if isinstance(v, list) else str(v))[:500]
-                           for k, v in params.items() if not k.startswith("hydra")})
-        try:
-            yield
-        finally:
-            metrics = {**_numbers(out / "scores.json", "scores"), **_numbers(out / "usage.json", "usage")}
-            if metrics:
-                mlflow.log_metrics(metrics)
-            for path in sorted(out.iterdir()) if out.is_dir() else []:
-                if path.is_file() and not path.name.endswith((".tmp", ".lock")):
-                    mlflow.log_artifact(str(path))
-            print(f"tracking: logged to MLflow run {run.info.run_id} (experiment {name}) at {uri}")

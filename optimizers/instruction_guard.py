@@ -1,9 +1,6 @@
-"""The compile's guards: an instruction an optimizer proposes is adopted only when it is not degenerate, and the
-compiled program only when validation says so (`adoption_refusal`).
-
-Optimizers that rewrite instructions (GEPA, MIPROv2, COPRO) are scored on a few examples, so a small LM can win by
-pasting a training input into its instruction, repeating it, or growing it without bound. Each check is a plain
-text statistic: it needs no LM and judges every proposal the same way."""
+"""The compile's guards: a proposed instruction is adopted only when it is not degenerate (a small LM scored on a few
+examples can win by pasting a training input into it, repeating it, or growing it without bound; each check is a plain
+text statistic), and the compiled program only when validation says so (`adoption_refusal`)."""
 
 from __future__ import annotations
 

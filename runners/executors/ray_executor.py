@@ -1,8 +1,6 @@
-"""`executor=ray`: a run's pending items as tasks on Ray workers; the records stream back to the driver (docs/scaling.md).
-
-`executor.num_workers` actors each build the program once (program_worker.py) and run `lm.num_threads` items at a
-time, with one more queued. A worker that dies loses only its items in flight: they go back to the queue once and a
-fresh worker takes its place once; what is left stays for the rerun to resume. Ctrl-C kills this run's actors only."""
+"""`executor=ray`: a run's pending items on Ray workers that each build the program once; the records stream back to
+the driver (docs/scaling.md). A worker that dies is replaced once and its items in flight go back to the queue once;
+what is left stays for the rerun to resume."""
 
 from __future__ import annotations
 
