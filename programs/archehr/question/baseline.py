@@ -1,7 +1,5 @@
-"""Stage 1 by a trivial baseline: a sentence of the message, cut to `max_words` (no LM, no weights).
-
-What a learned question stage must beat (`question/finetune.py`'s `review_questions`), and the no-LM fallback of the
-LM question stage: the patient's own words, never an invented question."""
+"""Stage 1 by a trivial baseline: a sentence of the message, cut to `max_words`. What a learned stage must beat, and
+the LM stage's no-LM fallback: the patient's own words, never an invented question."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The fine-tuned question stage's candidates in DSPy's cache (`dspy.cache`), as DSPy keeps an LM's replies: the stage
-runs its own llama.cpp model, so without this every run decoded every message again (~1.5 s a message).
-
-Candidates are a function of the key (tests/test_predictable.py): the message and register, every setting that
-decides them, the base file, the adapter's digest, the instruction, the llama.cpp build and its kernels, and a digest
-of the decoder's source. `program.question.cache=false` decodes every message."""
+"""The fine-tuned question stage's candidates in DSPy's cache, as DSPy keeps an LM's replies (a decode costs ~1.5 s a
+message). The key holds everything that decides them: the message, the settings, the base file, the adapter, the
+instruction, the llama.cpp build and kernels, and a digest of the decoder's source."""
 
 from __future__ import annotations
 
@@ -18,7 +15,6 @@ import dspy
 from common.files import file_version
 
 KIND = "clinprog.question.finetuned.candidates"
-# the modules whose code decides a message's candidates (their source is part of the key)
 DECODER_MODULES = ("programs.archehr.question.finetuned", "programs.archehr.question.chat_prompt",
                    "programs.archehr.question.text", "lms.llama_batch", "lms.gguf_causal_lm", "lms.gguf_merge")
 
@@ -39,7 +35,7 @@ def decoder_digest() -> str:
 
 
 def model_identity(path: Path) -> dict[str, Any]:
-    """The base GGUF as the key sees it: its path, size and modification time (a replaced file is another model)."""
+    """The base GGUF as the key sees it (a replaced file is another model)."""
     resolved, size, mtime_ns = file_version(path)
     return {"path": resolved, "size": size, "mtime_ns": mtime_ns}
 

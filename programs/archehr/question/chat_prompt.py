@@ -11,8 +11,8 @@ from common.errors import ConfigError
 
 @dataclass(frozen=True)
 class ChatFormat:
-    """A base model's turn markup, written by hand (a GGUF's chat template may add a default system prompt of its
-    own): `before` holds `{instruction}`; the message goes between `before` and `after`; `end` ends the model's turn."""
+    """A base model's turn markup, by hand (a GGUF's chat template may add its own system prompt): `before` holds
+    `{instruction}`, the message goes between `before` and `after`, `end` ends the model's turn."""
 
     before: str
     after: str
@@ -48,9 +48,8 @@ def prompt_frame(instruction: str, fmt: ChatFormat) -> tuple[str, str]:
 
 
 def prompt_parts(llm: Any, instruction: str, message: str, fmt: ChatFormat) -> tuple[list[int], list[int], list[int]]:
-    """The prompt's tokens in three parts: the frame before the message with its control tokens (the same for every
-    message of one instruction), the message as plain text (a patient who types `<|im_end|>` writes characters, not
-    the end of the turn), the frame after it."""
+    """The prompt's tokens: the frame before the message, the message as plain text (a typed `<|im_end|>` is
+    characters, not the end of the turn), the frame after it."""
     before, after = prompt_frame(strip_control_tokens(instruction), fmt)
     return (llm.tokenize(before.encode("utf-8"), add_bos=False, special=True),
             llm.tokenize(message.encode("utf-8"), add_bos=False, special=False),

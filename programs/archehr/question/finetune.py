@@ -1,7 +1,6 @@
-"""How `optimizer=finetune` trains the question stage: the examples, prompts and targets, what it keeps with the
-adapter (instructions, the opening prior, the register head) and the review against the trivial baselines. The
-stage's `finetune_*` methods call these; optimizers/finetune.py holds the training loop. A rare register's examples
-are repeated (`repeat_rare`); at most `max_opening_share` of a register's targets share a 4-word opening."""
+"""How `optimizer=finetune` trains the question stage (the stage's `finetune_*` methods; the loop is in
+optimizers/finetune.py): examples, prompts and targets, what is kept with the adapter, the review against the trivial
+baselines."""
 
 from __future__ import annotations
 
@@ -35,9 +34,8 @@ def pairs_hash(pairs: list[tuple[str, str, str]]) -> str:
 
 
 def balanced(pairs: list[tuple[str, str, str]], max_opening_share: float, seed: int) -> list[tuple[str, str, str]]:
-    """At most `max_opening_share` of a register's targets per 4-word opening (a random subset of the rest is
-    dropped): a template that a fifth of the references share ("What are the treatments for ...") otherwise
-    becomes most of what the small model writes, whatever the message asks."""
+    """At most `max_opening_share` of a register's targets per 4-word opening (a random subset is kept): a template a
+    fifth of the references share otherwise becomes most of what the small model writes."""
     rng = random.Random(seed)
     kept: list[tuple[str, str, str]] = []
     for register in sorted({r for _, r, _ in pairs}):
@@ -53,8 +51,8 @@ def balanced(pairs: list[tuple[str, str, str]], max_opening_share: float, seed: 
 
 def training_rows(stage: Any, tokenizer: Any, pairs: list[tuple[str, str, str]],
                   settings: Any) -> list[tuple[list[int], list[int]]]:
-    """(prompt ids, target ids) rows: each message cut to `settings.max_input_tokens` as inference cuts it, in the
-    prompt of its register; a rare register's rows repeated `settings.repeat_rare` times."""
+    """(prompt ids, target ids) rows, each message cut as inference cuts it; a rare register's repeated
+    `settings.repeat_rare` times."""
 
     def count(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -75,8 +73,7 @@ def training_rows(stage: Any, tokenizer: Any, pairs: list[tuple[str, str, str]],
 
 
 def opening_prior(pairs: list[tuple[str, str, str]], top: int = 40) -> dict[str, dict[str, float]]:
-    """Per register, the share of the training references that open with each of the `top` commonest 4-word
-    openings (the stage penalises a candidate by it: `opening_weight`)."""
+    """Per register, the share of the training references opening with each of the `top` commonest 4-word openings."""
     prior: dict[str, dict[str, float]] = {}
     for register in sorted({r for _, r, _ in pairs}):
         targets = [t for _, r, t in pairs if r == register]
@@ -106,8 +103,7 @@ def summary(pairs: list[tuple[str, str, str]], settings: Any) -> dict[str, Any]:
 
 def adopt(stage: Any, tensors: dict[str, tuple[np.ndarray, np.ndarray]], fit: dict[str, Any],
           pairs: list[tuple[str, str, str]], settings: Any) -> None:
-    """The trained adapter into the stage, with the prompts it was trained with, the opening prior, and the register
-    head fitted beside it."""
+    """The trained adapter into the stage, with its prompts, the opening prior and the register head."""
     fit["opening_prior"] = opening_prior(pairs)
     stage.adapter.set(tensors, settings.rank, settings.alpha, {"file": stage.base.name(), "package": stage.base.package},
                       stage.training_instructions(), settings.max_input_tokens, fit)
@@ -115,9 +111,8 @@ def adopt(stage: Any, tensors: dict[str, tuple[np.ndarray, np.ndarray]], fit: di
 
 
 def review_questions(stage: Any, valset: list[dspy.Example], metric: Any, max_words: int = 15) -> dict[str, Any]:
-    """The question stage on the validation examples against the trivial baselines: refused when it scores below
-    the best of them, or when its own best candidate is a placeholder (shares no content word with the message) on
-    more than 5% of the messages, or when one 4-word opening covers more than 30% of its questions."""
+    """The question stage on the validation examples: refused when it scores below the best trivial baseline, falls
+    back on more than 5% of the messages, or one 4-word opening starts more than 30% of its questions."""
     examples = [ex for ex in valset if (getattr(ex, "clinician_question", None) or ex.case.clinician_question)]
     if not examples:
         return {"lines": ["no validation example has a reference question: not reviewed"], "refused": [],

@@ -1,18 +1,13 @@
-"""Stage 1 without an API LM, learned: a small instruction model fine-tuned (LoRA) to write the clinician question.
+"""Stage 1 without an API LM, learned: SmolLM2-135M-Instruct with a LoRA adapter (`optimizer=finetune`, recipe in
+question/finetune.py) writes the clinician question. The adapter and the register head are DSPy parameters.
 
-The base is the GGUF the embedded LM ships (SmolLM2-135M-Instruct), with the adapter `optimizer=finetune` trains
-(recipe: question/finetune.py) merged in. The adapter and the register head are DSPy parameters
-(`common/parameters.py`): `program.save()` writes them, `program.compiled=PATH` loads them.
+Registers: `consumer` (NLM consumer questions) and `clinician` (ArchEHR-QA's third-person ones, the default);
+`register=auto` lets a logistic head over the message's embedding choose.
 
-Two registers, as the training data has them: `consumer` (NLM consumer questions: "How can I get rid of ...?") and
-`clinician` (ArchEHR-QA's third-person questions; the default). `register=auto` lets a logistic head over the
-message's embedding choose.
-
-Decoding: the greedy reply and `samples` sampled ones, reranked by mean token log-probability + `coverage_weight` x
-the share of their content words the message uses - `opening_weight` x the share of training references that open
-with the same four words (so an over-learned template such as "What are the treatments for X?" must win on its
-merits). A question that shares no content word with the message is never returned: the message's first question
-sentence is, cut to `max_words`, with the reason in `fallback`.
+The greedy reply and `samples` sampled ones are reranked by mean token log-probability + `coverage_weight` x the share
+of their content words the message uses - `opening_weight` x the share of training references opening with the same
+four words (so an over-learned template must win on its merits). A question sharing no content word with the message
+is never returned: the message's first question sentence is, with the reason in `fallback`.
 """
 
 from __future__ import annotations
@@ -54,16 +49,14 @@ REGISTER_FEATURE_SET = "register/1"
 
 def reply_complete(text: str, max_words: int) -> bool:
     """True once `finish_question` would drop anything decoded after `text`: it has its '?', its first line has
-    ended, or its question (a leading label such as "Question:" aside) has begun a word past the limit: its first
-    `max_words` words are then final and it can no longer be whole, so decoding more only costs steps."""
+    ended, or its question has begun a word past the limit."""
     reply = text.lstrip()
     return "?" in reply or "\n" in reply or not reply_fits(reply, max_words)
 
 
 def top_tokens(logp: np.ndarray, k: int) -> np.ndarray:
-    """The ids of the `k` most probable tokens, most probable first (equal ones: the lower id first). Found among
-    the tokens within a few nats of the most probable (the bound widened until k pass), not by partitioning the whole
-    vocabulary: np.argpartition over SmolLM2's 49,152 logits took ~0.5 ms a candidate a step, ~6% of a message."""
+    """The ids of the `k` most probable tokens, most probable first (ties: the lower id first), found among those
+    within a few nats of the best: np.argpartition over all 49,152 logits took ~6% of a message."""
     k = min(k, len(logp))
     top = float(logp.max())
     for margin in (8.0, 16.0, 32.0):
@@ -80,10 +73,6 @@ def top_tokens(logp: np.ndarray, k: int) -> np.ndarray:
         keep = np.concatenate([above, ties])
         ids, values = ids[keep], values[keep]
     return ids[np.lexsort((ids, -values))]
-
-
-def register_features_names(dim: int) -> tuple[str, ...]:
-    return tuple(f"embedding_{i}" for i in range(dim))
 
 
 class FinetunedQuestion(dspy.Module):
@@ -120,8 +109,7 @@ class FinetunedQuestion(dspy.Module):
         self.base = BaseModel(**(base or {}))
         self.embedder = embedder
         self.adapter = LoraAdapter()
-        dim = 384
-        self.register_head = LogisticHead(REGISTER_FEATURE_SET, register_features_names(dim),
+        self.register_head = LogisticHead(REGISTER_FEATURE_SET, tuple(f"embedding_{i}" for i in range(384)),
                                           embedder.name if embedder is not None else None)
 
     # --- the model ------------------------------------------------------------------------------------------------
@@ -146,8 +134,7 @@ class FinetunedQuestion(dspy.Module):
         return self.base
 
     def chat_format(self, base: BaseModel | None = None) -> ChatFormat:
-        """The turn markup of `base` (default: the base the loaded adapter runs on), by its GGUF's architecture:
-        training (on the configured base) and decoding (on the adapter's) use the same markup for the same base."""
+        """The turn markup of `base` (default: the loaded adapter's) by its GGUF's architecture."""
         return chat_format(gguf_architecture((base or self.model_base()).path()))
 
     def prepare(self, narrative: str) -> str:
@@ -165,10 +152,9 @@ class FinetunedQuestion(dspy.Module):
         return "clinician" if p >= float(self.register_head.selection.get("threshold", 0.5)) else "consumer"
 
     def candidates(self, message: str, register: str) -> list[tuple[str, float, bool]]:
-        """(question, mean log-probability of its tokens, whole: the reply's question fit in `max_words` as written)
-        for the greedy reply and `samples` sampled ones, best first. The prompt is read once and the candidates
-        decode together, one batch per step (lms/llama_batch.py); a candidate stops at the end of its turn or once
-        `finish_question` would drop what follows (its '?', the end of its first line, a word past the limit)."""
+        """(question, mean log-probability of its tokens, whole: it fit in `max_words` as written) for the greedy
+        reply and `samples` sampled ones, best first. The candidates decode together, one batch per step; each stops
+        at the end of its turn or once `reply_complete`."""
         llm, lock = self.loaded()
         instruction = self.adapter.instructions.get(register, INSTRUCTIONS[register])
         fmt = self.chat_format()
@@ -185,8 +171,7 @@ class FinetunedQuestion(dspy.Module):
         total = [0.0] * n_seq
         with lock:
             decoder = batch_decoder(llm, n_seq, len(tokens) + n_seq * self.max_new_tokens + 64)
-            # the instruction's frame (~40 tokens: a quarter of a narrative's prompt) is read once per process and
-            # restored for each message, into cells that do not depend on the messages before
+            # the instruction's frame (~a quarter of a prompt) is read once per process and restored for each message
             first = decoder.start(tokens, n_seq, threads_now(self.threads), prefix=len(parts[0]))
             logits = dict.fromkeys(range(n_seq), first)
             for step in range(self.max_new_tokens):
@@ -221,8 +206,7 @@ class FinetunedQuestion(dspy.Module):
         return sorted(((q, s, whole) for q, (s, whole) in found.items()), key=lambda x: -x[1])
 
     def cached_candidates(self, message: str, register: str) -> list[tuple[str, float, bool]]:
-        """`candidates`, kept in DSPy's cache with everything that decides them as the key (candidate_cache.py);
-        `cache=False` decodes every time."""
+        """`candidates`, kept in DSPy's cache keyed by everything that decides them (candidate_cache.py)."""
         if not self.cache:
             return self.candidates(message, register)
         request = {"model": candidate_cache.model_identity(self.model_base().path()),
@@ -233,9 +217,9 @@ class FinetunedQuestion(dspy.Module):
         return candidate_cache.cached(request, lambda: self.candidates(message, register))
 
     def ranked(self, candidates: list[tuple[str, float, bool]], message: str) -> list[dict[str, Any]]:
-        """Every candidate with the rerank's parts (`log_prob`, `coverage`, `opening_share`, `score`), whether it
-        could be picked (`eligible`) and if not why (`excluded`): the pick first, then the eligible ones by score,
-        then the rest. A candidate cut at `max_words` is picked only when none is whole (it ends mid-phrase)."""
+        """Every candidate with the rerank's parts, whether it could be picked (`eligible`) and if not why
+        (`excluded`): the pick first, then the eligible ones by score, then the rest. A candidate cut at `max_words`
+        (it ends mid-phrase) is picked only when none is whole."""
         stems = content_stems(message)
         prior = opening_penalties(self.adapter.fit.get("opening_prior") or {})
         scored: list[tuple[float, dict[str, Any]]] = []  # (unrounded score: the order, the row shown)
@@ -280,7 +264,7 @@ class FinetunedQuestion(dspy.Module):
         return dict(INSTRUCTIONS)
 
     def register_features(self, messages: list[str]) -> np.ndarray:
-        return register_matrix(self.embedder, messages)
+        return self.embedder.encode_queries([normalise_message(m) for m in messages])
 
     def finetune_pairs(self, examples: list[dspy.Example]) -> list[tuple[str, str, str]]:
         return question_finetune.example_pairs(examples)
@@ -298,7 +282,3 @@ class FinetunedQuestion(dspy.Module):
 
     def finetune_review(self, valset: list[dspy.Example], metric: Any) -> dict[str, Any]:
         return question_finetune.review_questions(self, valset, metric, self.max_words)
-
-
-def register_matrix(embedder: Any, messages: list[str]) -> np.ndarray:
-    return embedder.encode_queries([normalise_message(m) for m in messages])

@@ -19,13 +19,11 @@ class LMQuestion(dspy.Module):
         self.max_words = max_words
         self.max_tokens = max_tokens  # bounds the reply (null: the LM's max_tokens)
         self.interpret = dspy.Predict(with_limits(InterpretQuestion, max_words=max_words))
-        # Curated demos (public dev pairs) are configuration, not learned state: kept outside the predictor so an
-        # optimizer's reset_copy() (BootstrapFewShot) cannot drop them; bootstrapped demos are added after them.
+        # curated demos are configuration: kept outside the predictor so an optimizer's reset_copy() cannot drop them
         self.curated_demos = list(demos or [])
 
     def forward(self, patient_narrative: str, patient_question: str = "") -> dspy.Prediction:
-        # ~12 characters a word bounds decoding, so a small model cannot ramble to max_tokens. Built from the
-        # predictor's current signature so instructions an optimizer rewrote are kept.
+        # ~12 characters a word bounds decoding; the predictor's current signature keeps an optimizer's instructions
         signature = with_output_schema(self.interpret.signature, "clinician_question",
                                        {"type": "string", "maxLength": 12 * self.max_words})
         try:

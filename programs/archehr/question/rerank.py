@@ -19,8 +19,7 @@ def _stemmer() -> Any:
 
 @lru_cache(maxsize=1)
 def _stop_words() -> frozenset[str]:
-    """scikit-learn's generic English stop-word list (not fitted to any data). Imported on first use: `import
-    sklearn` costs the default run's cold process ~2 s (measured in benchmarks/README.md, "Start-up")."""
+    """scikit-learn's English stop words, imported on first use: `import sklearn` costs a cold process ~2 s."""
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
     return frozenset(ENGLISH_STOP_WORDS)

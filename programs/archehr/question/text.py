@@ -1,5 +1,4 @@
-"""Generic text handling around the learned question stage: what goes in (the message, cut to a token budget) and
-what comes out (one question of at most `max_words` words). No word lists of any data set: form only."""
+"""The learned question stage's text handling, form only: the message in (cut to a token budget), one question out."""
 
 from __future__ import annotations
 
@@ -17,10 +16,8 @@ _LEADING_LABEL = re.compile(r"^\s*(?:question|clinician question|summary|answer)
 
 
 def normalise_message(text: str, max_chars: int = 20_000) -> str:
-    """The message as one line: chat-template control-token strings and form labels dropped, whitespace collapsed,
-    every word cut to 40 characters, and a message longer than `max_chars` kept as its first and last halves of that
-    (its question is often at its end). Linear in the input: the cost of anything after this is bounded by these
-    limits, whatever the input."""
+    """The message as one line: control tokens and form labels dropped, whitespace collapsed, words cut to 40
+    characters, over `max_chars` its first and last halves of that. Linear: it bounds the cost of what follows."""
     words = [w[:_MAX_WORD_CHARS] for w in _SPACE.split(_FORM_LABEL.sub(" ", strip_control_tokens(text))) if w]
     line = " ".join(words)
     if len(line) > max_chars:
@@ -30,8 +27,8 @@ def normalise_message(text: str, max_chars: int = 20_000) -> str:
 
 
 def fit_to_budget(message: str, count_tokens: Callable[[str], int], budget: int) -> str:
-    """`message` if it has at most `budget` tokens; else its sentences that fit, questions first, then the earliest,
-    kept in the message's order (a long message's question is often at its end, its context at its start)."""
+    """`message` if it has at most `budget` tokens; else the sentences that fit, questions first, then the earliest,
+    in the message's order."""
     if count_tokens(message) <= budget:
         return message
     sentences = split_sentences(message) or [message]
@@ -60,8 +57,7 @@ def _reply_question(text: str) -> str:
 
 
 def reply_fits(text: str, max_words: int) -> bool:
-    """Whether `finish_question` keeps the reply's question whole: a question cut at `max_words` ends mid-phrase
-    ("... for a long period of?")."""
+    """Whether `finish_question` keeps the reply's question whole (one cut at `max_words` ends mid-phrase)."""
     return len(_reply_question(text).split()) <= max_words
 
 
@@ -84,23 +80,14 @@ def first_question_sentence(message: str) -> str:
     return next((s for s in sentences if s.rstrip().endswith("?")), sentences[0])
 
 
-def first_sentence(message: str) -> str:
-    sentences = split_sentences(message) or [message]
-    return sentences[0]
-
-
-def first_words(message: str, n: int = 15) -> str:
-    return " ".join(message.split()[:n])
-
-
 # Trivial baselines of Subtask 1 (each cut to the word limit by the caller): what a learned stage must beat.
-BASELINES: dict[str, Callable[[str], str]] = {"first sentence": first_sentence,
+BASELINES: dict[str, Callable[[str], str]] = {"first sentence": lambda m: (split_sentences(m) or [m])[0],
                                               "first question sentence": first_question_sentence,
-                                              "first 15 words": first_words}
+                                              "first 15 words": lambda m: " ".join(m.split()[:15])}
 
 
 def opening(question: str, n: int = 4) -> str:
-    """The first `n` words, lower case: how often one opening repeats measures collapse onto a template."""
+    """The first `n` words, lower case (one opening repeated is a collapsed template)."""
     return " ".join(question.lower().split()[:n])
 
 
