@@ -21,12 +21,6 @@ class SweepReportError(ClinprogError):
     """A multirun folder that cannot be reported (no jobs, unreadable scores)."""
 
 
-def _metrics(scores: dict[str, Any]) -> dict[str, Any]:
-    """Numeric leaves of scores.json as dotted keys."""
-    return {k: v for k, v in flatten(scores).items() if isinstance(v, int | float) and not isinstance(v, bool)
-            or v is None}
-
-
 def collect(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
     rows, params = [], []
     for scores_path in sorted(sweep_dir.glob("*/scores.json"), key=lambda p: (len(p.parent.name), p.parent.name)):
@@ -43,7 +37,8 @@ def collect(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
                 row[key] = value
             if key not in params:
                 params.append(key)
-        row.update(_metrics(json.loads(scores_path.read_text())))
+        row.update({k: v for k, v in flatten(json.loads(scores_path.read_text())).items()  # the numeric leaves
+                    if isinstance(v, int | float) and not isinstance(v, bool) or v is None})
         rows.append(row)
     return rows, params
 
