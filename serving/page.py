@@ -29,8 +29,7 @@ border-left:4px solid #e8d27a}li.target{outline:2px solid #2f6fd6}.legend span{p
 .legend .essential{background:#fff0a8}.legend .supplementary{background:#fff8d9}
 .answer p{margin:.35em 0}a.cite{margin-left:.2em;font-size:.85em}.verdict{font-size:.8em;padding:.05em .4em;
 border-radius:3px;margin-left:.4em}.verdict.supported{background:#dff3e3}.verdict.flagged{background:#ffd6d6}
-p.flagged{background:#ffe3e3;border-left:5px solid #c62828;padding-left:.4em}.conflict{display:block;font-size:.85em;
-color:#7a1f1f}pre{white-space:pre-wrap;font-size:.85em}
+p.flagged{background:#ffe3e3;border-left:5px solid #c62828;padding-left:.4em}pre{white-space:pre-wrap;font-size:.85em}
 """
 
 _JS = r"""
