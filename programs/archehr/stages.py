@@ -1,6 +1,5 @@
-"""What every implementation of an ArchEHR stage takes and returns, LM or not: a `dspy.Module` whose `forward` and
-`dspy.Prediction` match these protocols. `uses_lm` (a class attribute, False when absent) says whether it calls its
-role's LM. The cascade depends on these protocols only, so config can swap implementations."""
+"""What every implementation of an ArchEHR stage takes and returns, LM or not, so config can swap them. `uses_lm` (a
+class attribute, False when absent) says whether it calls its role's LM."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Stage 4 without an LM: link each answer sentence to the note sentences most similar to it (many-to-many).
-
-Relevance = (1 - lexical_weight) * cosine + lexical_weight * BM25 relative to the best sentence. A link needs
-relevance >= `threshold` (and, with `margin`, to be within `margin` of the answer sentence's best link); the best
-`min_links` candidates are linked regardless (an answer sentence of a grounded answer is supported by something);
-at most `max_citations` links per answer sentence. Section headers are never linked.
+"""Stage 4 without an LM: link each answer sentence to the note sentences most similar to it. Relevance mixes cosine
+and relative BM25 by `lexical_weight`; a link needs relevance >= `threshold` and within `margin` of the best, the best
+`min_links` are linked regardless, at most `max_citations`. Headers are never linked.
 """
 
 from __future__ import annotations

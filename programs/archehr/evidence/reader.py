@@ -1,7 +1,6 @@
 """Stage 2 without an API LM, learned, with a reader: a small LM's hidden state of each (question, sentence) prompt
-(lms/reader.py) gives, through its own regression (evidence/reader_fit.py), one more column beside the learned head's.
-Its state is its own (`experiment=reader`); the reader's identity is in its feature set's name, so a state fitted for
-another reading is refused. Numbers: benchmarks/README.md ("The reader").
+gives, through its own regression (evidence/reader_fit.py), one more column beside the learned head's. Its state is
+its own (`experiment=reader`). Numbers: benchmarks/README.md ("The reader").
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Grounding by what a sentence claims: is each quantity, drug, test and negation of an answer sentence in the note?
-
-Patient-facing answers paraphrase the note, so similarity is low for correct sentences too; a fabricated claim names
-a drug, test or number the note lacks. Unsupported when (1) a quantity matches none of the note's, (2) it names a drug
-or lab test the note never names, (3) with `unknown_terms: tokenizer`, it uses a rare word the tokenizer splits that
-the note lacks (off by default: lay words split too), (4) with `check_negation`, it negates what its best support
-states, or (5) its best support has cosine below `min_similarity`. Thresholds: benchmarks/grounding_eval.py.
+"""Grounding by what a sentence claims: paraphrases score low on similarity even when right, but a fabrication names
+a drug, test or number the note lacks. Unsupported when a quantity, drug or lab test of the sentence is not in the
+note, with `unknown_terms: tokenizer` a rare word the note lacks (lay words split too), with `check_negation` a negation
+its best support lacks, or when its best support has cosine below `min_similarity`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""`GroundingJudge` (`program.grounding.judge=lm`): an LM asked whether the note sentences an answer sentence cites
-support it: `supported`, `contradicted` or `not in the note`, with the kind of conflict and the words at odds.
-
-`fit` makes examples of the training cases' reference sentences: as written (supported), with one fact changed by
-perturb.py (contradicted) or another case's clause joined on (not in the note), and compiles the predictor with a DSPy
-teleprompter against `flag_agrees`. A compile worse than its start, or no better than chance, is refused.
+"""`GroundingJudge` (`program.grounding.judge=lm`): does the note support an answer sentence, as an LM judges it?
+`fit` compiles it with a DSPy teleprompter on the training reference sentences as written and misstated by perturb.py;
+a compile worse than its start, or no better than chance, is refused.
 """
 
 from __future__ import annotations
@@ -110,10 +107,9 @@ class GroundingJudge(dspy.Module):
             fit["refused"] = (f"the compiled judge flags {after['recall']:.0%} of the validation's misstated sentences "
                               f"and {after['false_flags']:.0%} of its supported ones: no better than chance (this LM "
                               "cannot tell them apart)")
-        if "refused" in fit:
-            return fit
-        self.predict.demos = list(candidate.demos)
-        self.predict.signature = candidate.signature
+        if "refused" not in fit:
+            self.predict.demos = list(candidate.demos)
+            self.predict.signature = candidate.signature
         return fit
 
 

@@ -1,10 +1,6 @@
 """`ReaderVerifier`: does the note support an answer sentence, as a small LM reads it? A logistic head over the
-reader's last hidden state (lms/reader.py, `read_claims`) gives P(not supported), flagged from a threshold.
-
-`fit` learns from hand-written fabrications (grounding-fabrications/1 files) against the training cases' reference
-sentences: rule-made ones (perturb.py) taught a head nothing (AUC 0.50, benchmarks/README.md). The L2 strength is
-chosen on the validation fabrications (else by cross-validation); the threshold is the lowest that flags at most
-`max_false_flags` of the validation reference sentences.
+reader's last hidden state gives P(not supported). `fit` learns from hand-written fabrications against the training
+reference sentences (rule-made ones from perturb.py taught a head nothing: AUC 0.50, benchmarks/README.md).
 """
 
 from __future__ import annotations

@@ -17,6 +17,14 @@ from common.logistic_fit import fit_scorer
 from programs.archehr.question.text import BASELINES, fit_to_budget, normalise_message, opening
 from programs.archehr.text import truncate_words
 
+# the prompts the adapter is trained with (and kept in its state)
+INSTRUCTIONS = {
+    "consumer": "Rewrite the health question below as one short question (at most 15 words) that keeps what the "
+                "writer asks.",
+    "clinician": "Rewrite the patient's message below as one short clinician question (at most 15 words) about the "
+                 "patient's care, in the third person.",
+}
+
 
 def example_pairs(examples: list[dspy.Example]) -> list[tuple[str, str, str]]:
     """(message, register, reference question) of every example that has a reference."""
@@ -87,7 +95,7 @@ def fit_register_head(stage: Any, pairs: list[tuple[str, str, str]]) -> None:
     if stage.embedder is None or len({r for _, r, _ in pairs}) < 2:
         stage.register_head.coef = None  # one register only: the stage's register setting decides
         return
-    x = stage.register_features([m for m, _, _ in pairs])
+    x = stage.embedder.encode_queries([normalise_message(m) for m, _, _ in pairs])
     y = np.array([r == "clinician" for _, r, _ in pairs], dtype=int)
     head = fit_scorer(x, y, stage.register_head.features, 0.1, stage.register_head.feature_set, "balanced")
     accuracy = float(((head.probabilities(x) >= 0.5) == y).mean())
@@ -106,7 +114,7 @@ def adopt(stage: Any, tensors: dict[str, tuple[np.ndarray, np.ndarray]], fit: di
     """The trained adapter into the stage, with its prompts, the opening prior and the register head."""
     fit["opening_prior"] = opening_prior(pairs)
     stage.adapter.set(tensors, settings.rank, settings.alpha, {"file": stage.base.name(), "package": stage.base.package},
-                      stage.training_instructions(), settings.max_input_tokens, fit)
+                      dict(INSTRUCTIONS), settings.max_input_tokens, fit)
     fit_register_head(stage, pairs)
 
 

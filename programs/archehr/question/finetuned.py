@@ -1,13 +1,10 @@
-"""Stage 1 without an API LM, learned: SmolLM2-135M-Instruct with a LoRA adapter (`optimizer=finetune`, recipe in
-question/finetune.py) writes the clinician question. The adapter and the register head are DSPy parameters.
-
-Registers: `consumer` (NLM consumer questions) and `clinician` (ArchEHR-QA's third-person ones, the default);
-`register=auto` lets a logistic head over the message's embedding choose.
+"""Stage 1 without an API LM, learned: SmolLM2-135M-Instruct with a LoRA adapter (`optimizer=finetune`) writes the
+clinician question, in the `consumer` or `clinician` register (`auto`: a logistic head over the message chooses).
 
 The greedy reply and `samples` sampled ones are reranked by mean token log-probability + `coverage_weight` x the share
 of their content words the message uses - `opening_weight` x the share of training references opening with the same
-four words (so an over-learned template must win on its merits). A question sharing no content word with the message
-is never returned: the message's first question sentence is, with the reason in `fallback`.
+four words, so an over-learned template must win on its merits. A question sharing no word with the message is never
+returned: the message's first question sentence is, with the reason in `fallback`.
 """
 
 from __future__ import annotations
@@ -26,6 +23,7 @@ from lms.gguf_causal_lm import BaseModel, batch_decoder, gguf_architecture, merg
 from programs.archehr.question import candidate_cache
 from programs.archehr.question import finetune as question_finetune
 from programs.archehr.question.chat_prompt import ChatFormat, build_prompt, chat_format, prompt_parts
+from programs.archehr.question.finetune import INSTRUCTIONS
 from programs.archehr.question.rerank import content_stems, coverage, opening_penalties
 from programs.archehr.question.text import (
     finish_question,
@@ -38,12 +36,6 @@ from programs.archehr.question.text import (
 from programs.archehr.text import truncate_words
 
 REGISTERS = ("consumer", "clinician")
-INSTRUCTIONS = {
-    "consumer": "Rewrite the health question below as one short question (at most 15 words) that keeps what the "
-                "writer asks.",
-    "clinician": "Rewrite the patient's message below as one short clinician question (at most 15 words) about the "
-                 "patient's care, in the third person.",
-}
 REGISTER_FEATURE_SET = "register/1"
 
 
@@ -258,13 +250,6 @@ class FinetunedQuestion(dspy.Module):
     # --- how optimizer=finetune trains this stage (the recipe: programs/archehr/question/finetune.py) ---------
     def training_prompt(self, register: str, message: str) -> str:
         return build_prompt(INSTRUCTIONS[register], message, self.chat_format(self.base))  # the base being trained
-
-    @staticmethod
-    def training_instructions() -> dict[str, str]:
-        return dict(INSTRUCTIONS)
-
-    def register_features(self, messages: list[str]) -> np.ndarray:
-        return self.embedder.encode_queries([normalise_message(m) for m in messages])
 
     def finetune_pairs(self, examples: list[dspy.Example]) -> list[tuple[str, str, str]]:
         return question_finetune.example_pairs(examples)

@@ -1,8 +1,6 @@
-"""Clinical vocabulary, hand-written: drugs, tests, procedures and the lay words patients use for them. Some terms
-came from clinprog's own training cases (a number measured on those flatters them), none from evaluation text.
-
-`concepts(text)` maps a sentence to concept names with lay and clinical synonyms merged ("blood thinner" and
-"apixaban" both give `anticoagulant`). Unlisted drugs count by their class's suffix (-olol, -pril, ...)."""
+"""Clinical vocabulary, hand-written: drugs, tests, procedures and their lay words. Some terms came from clinprog's
+own training cases (a number measured on those flatters them), none from evaluation text. `concepts(text)` merges lay
+and clinical synonyms ("blood thinner" and "apixaban" both give `anticoagulant`)."""
 
 from __future__ import annotations
 
