@@ -1,5 +1,4 @@
-"""The ArchEHR-QA 2026 cascade: one package per stage with every implementation and its fit, shared/, and the
-program-level files (pipeline, contract, record, report) here."""
+"""The ArchEHR-QA 2026 cascade: a package per stage (its implementations and fits), shared/, and the program files."""
 
 from programs.archehr.pipeline import ArchEHRCascade
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from hydra.utils import get_class
@@ -18,18 +19,15 @@ from programs.archehr.stages import uses_lm
 
 def usage_summary(records: list[dict[str, Any]], roles: tuple[str, ...]) -> dict[str, Any]:
     stages: dict[str, dict[str, float]] = {}
-    fallbacks: dict[str, int] = {}
-    degenerate: dict[str, int] = {}
     for rec in records:
         for stage, u in (rec.get("usage") or {}).items():
             agg = stages.setdefault(stage, {"seconds": 0.0, "lm_calls": 0, "input_tokens": 0, "output_tokens": 0,
                                             "retries": 0})
             for k in agg:
                 agg[k] += u.get(k, 0)
-        for stage in rec.get("fallbacks") or {}:
-            fallbacks[stage] = fallbacks.get(stage, 0) + 1
-        for stage in rec.get("degenerate") if isinstance(rec.get("degenerate"), dict) else {}:
-            degenerate[stage] = degenerate.get(stage, 0) + 1
+    fallbacks = dict(Counter(stage for rec in records for stage in rec.get("fallbacks") or {}))
+    degenerate = dict(Counter(stage for rec in records if isinstance(rec.get("degenerate"), dict)
+                              for stage in rec["degenerate"]))
     verdicts = [v for r in records for v in (r.get("grounding") or [])]
     n = max(len(records), 1)
     # per role, the cases where the stage ran (a case without a note runs stage 1 only)

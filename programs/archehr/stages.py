@@ -68,9 +68,9 @@ def uses_lm(implementation: object) -> bool:
     return bool(getattr(implementation, "uses_lm", False))
 
 
-def check_anchor(anchor: str, where: str = "program.evidence.anchor") -> str:
+def check_anchor(anchor: str) -> str:
     if anchor not in ANCHORS:
-        raise ConfigError(f"{where} must be one of {ANCHORS}, not {anchor!r}")
+        raise ConfigError(f"program.evidence.anchor must be one of {ANCHORS}, not {anchor!r}")
     return anchor
 
 

@@ -55,9 +55,9 @@ def last_question_sentence(narrative: str) -> str:
     return (questions or sentences)[-1]
 
 
-def check_answer_limits(max_words: object, soft_cut_ratio: object, where: str = "program.answer") -> None:
+def check_answer_limits(max_words: object, soft_cut_ratio: object) -> None:
     """max_words an integer >= 1 (0 gives empty answers, a negative one cuts from the end), soft_cut_ratio in [0, 1]."""
     if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
-        raise ConfigError(f"{where}.max_words must be an integer >= 1, not {max_words!r}")
+        raise ConfigError(f"program.answer.max_words must be an integer >= 1, not {max_words!r}")
     if isinstance(soft_cut_ratio, bool) or not isinstance(soft_cut_ratio, (int, float)) or not 0 <= soft_cut_ratio <= 1:
-        raise ConfigError(f"{where}.soft_cut_ratio must be a number in [0, 1], not {soft_cut_ratio!r}")
+        raise ConfigError(f"program.answer.soft_cut_ratio must be a number in [0, 1], not {soft_cut_ratio!r}")

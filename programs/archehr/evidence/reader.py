@@ -55,8 +55,7 @@ class ReaderHead(LogisticHead):
             if not isinstance(state.get("reader"), dict):
                 raise LearnedStateError(f"the {self.feature_set} head: its state holds no reader regression")
             # a new object, not the one a shallow copy shares: a state that fails later leaves this one as it was
-            reader = copy.copy(self.reader)
-            self.reader = reader.load_state(state["reader"])
+            self.reader = copy.copy(self.reader).load_state(state["reader"])
         return self
 
     def probabilities(self, x: np.ndarray) -> np.ndarray:
