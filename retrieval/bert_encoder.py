@@ -5,10 +5,8 @@ so each vector equals the library's bit for bit. Any other layout: `load_bert_en
 from __future__ import annotations
 
 import json
-import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 _PLAIN_MODULES = ("sentence_transformers.models.Transformer", "sentence_transformers.models.Pooling")
@@ -62,40 +60,28 @@ def plain_bert_shape(folder: Path) -> BertShape | None:
 
 
 class BertTokenizer:
-    """The folder's fast tokenizer (tokenizer.json) with transformers' call shape where clinprog uses it."""
+    """The folder's fast tokenizer (tokenizer.json), cutting texts to `max_length` tokens as transformers'
+    truncation="longest_first" does, unpadded."""
 
     def __init__(self, path: Path, max_length: int) -> None:
+        from tokenizers import Tokenizer
+
         self.path, self.max_length = path, max_length
-        self._lock = threading.Lock()
-        self._by_length: dict[int, Any] = {}
-        self._tokenizer = self._truncating(max_length)
+        self._tokenizer = Tokenizer.from_file(str(path))
+        self._tokenizer.no_padding()
+        self._tokenizer.enable_truncation(max_length, strategy="longest_first")
         self.pad_id = self._tokenizer.token_to_id("[PAD]") or 0
-
-    def _truncating(self, max_length: int) -> Any:
-        """The folder's tokenizer cutting texts to `max_length` tokens as transformers' truncation="longest_first",
-        unpadded, one per length: a fast tokenizer whose settings change per call is not safe to share between threads."""
-        with self._lock:
-            tokenizer = self._by_length.get(max_length)
-            if tokenizer is None:
-                from tokenizers import Tokenizer
-
-                tokenizer = Tokenizer.from_file(str(self.path))
-                tokenizer.no_padding()
-                tokenizer.enable_truncation(max_length, strategy="longest_first")
-                self._by_length[max_length] = tokenizer
-        return tokenizer
 
     def tokenize(self, text: str) -> list[str]:
         """Word pieces without the special tokens (transformers' `tokenizer.tokenize`)."""
         return self._tokenizer.encode(text, add_special_tokens=False).tokens
 
-    def encode(self, texts: list[str], width: int | None = None, max_length: int | None = None) -> dict[str, Any]:
-        """input_ids, token_type_ids, attention_mask (int64 tensors) of `texts` truncated to `max_length` tokens
-        (None: the model's max_seq_length) and padded to `width` (None: to the longest)."""
+    def encode(self, texts: list[str], width: int | None = None) -> dict[str, Any]:
+        """input_ids, token_type_ids, attention_mask (int64 tensors) of `texts`, padded to `width` (None: to the
+        longest)."""
         import torch
 
-        tokenizer = self._truncating(max_length) if max_length else self._tokenizer
-        ids = [e.ids for e in tokenizer.encode_batch(list(texts))]
+        ids = [e.ids for e in self._tokenizer.encode_batch(list(texts))]
         longest = max((len(x) for x in ids), default=0)
         if width is not None and longest > width:  # the embedder pads each text to its own bucket: never shorter
             raise ValueError(f"a text of {longest} tokens does not fit the padded width {width}")
@@ -105,13 +91,6 @@ class BertTokenizer:
         tensor = torch.tensor(ids, dtype=torch.int64)
         return {"input_ids": tensor, "token_type_ids": torch.zeros_like(tensor),
                 "attention_mask": torch.tensor(mask, dtype=torch.int64)}
-
-    def __call__(self, text: str, return_tensors: str = "pt", truncation: bool = True,
-                 max_length: int | None = None) -> dict[str, Any]:
-        """transformers' call shape for one text."""
-        if return_tensors != "pt" or not truncation:
-            raise ValueError("this tokenizer returns truncated torch tensors only")
-        return self.encode([text], max_length=max_length)
 
 
 class BertEncoder:
@@ -124,14 +103,6 @@ class BertEncoder:
 
     def _p(self, name: str) -> Any:
         return self.w[self._root + name]
-
-    def get_input_embeddings(self) -> Any:
-        """An object whose `.weight` is the word-piece embedding matrix (transformers' accessor)."""
-        return SimpleNamespace(weight=self._p("embeddings.word_embeddings.weight"))
-
-    def __call__(self, input_ids: Any, token_type_ids: Any, attention_mask: Any) -> Any:
-        """transformers' call shape: an object with `.last_hidden_state`."""
-        return SimpleNamespace(last_hidden_state=self.last_hidden_state(input_ids, token_type_ids, attention_mask))
 
     def last_hidden_state(self, input_ids: Any, token_type_ids: Any, attention_mask: Any) -> Any:
         import torch

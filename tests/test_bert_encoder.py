@@ -1,4 +1,4 @@
-"""retrieval/bert_encoder.py runs the default embedder with torch alone: its vectors, token vectors and word pieces
+"""retrieval/bert_encoder.py runs the default embedder with torch alone: its vectors and word pieces
 must equal sentence-transformers' bit for bit (the learned stages were fitted on the library's vectors), and a folder
 it does not read must go to the library as before."""
 
@@ -49,7 +49,7 @@ def test_the_default_embedder_loads_without_sentence_transformers():
     assert out.stdout.split() == ["(1,", "384)", "False", "False"]
 
 
-def test_word_pieces_padded_batches_and_token_vectors_equal_the_librarys_bit_for_bit(both):
+def test_word_pieces_and_padded_batches_equal_the_librarys_bit_for_bit(both):
     light, library = both
     texts = note_texts()
     for t in texts:
@@ -68,21 +68,8 @@ def test_word_pieces_padded_batches_and_token_vectors_equal_the_librarys_bit_for
             assert torch.equal(library.forward(a)["sentence_embedding"], light.forward(b)["sentence_embedding"])
         compared += len(group)
     assert compared >= 120
-    # one text, no padding (the verifier's token vectors): transformers then passes no attention mask
-    transformer = library[0]
-    for t in texts[:12]:
-        batch = transformer.tokenizer(t, return_tensors="pt", truncation=True, max_length=256)
-        with torch.inference_mode():
-            expected = transformer.auto_model(**batch).last_hidden_state
-            got = light.encoder(**light.tokenizer(t)).last_hidden_state
-        assert torch.equal(expected, got)
-    for length in (12, 256):  # the length a caller asks for is the one it gets (the verifier asks 256 whatever the
-        # embedder's max_seq_length)
-        expected = transformer.tokenizer(texts[-5], return_tensors="pt", truncation=True, max_length=length)
-        assert light.tokenizer(texts[-5], max_length=length)["input_ids"].tolist() == expected["input_ids"].tolist()
-    assert torch.equal(transformer.auto_model.get_input_embeddings().weight, light.encoder.get_input_embeddings().weight)
-    for word in ("hyperkalemia", "pneumothorax", "café", "x"):
-        assert light.tokenizer.tokenize(word) == transformer.tokenizer.tokenize(word)
+    for word in ("hyperkalemia", "pneumothorax", "café", "x"):  # the grounding check's rare words
+        assert light.tokenizer.tokenize(word) == library[0].tokenizer.tokenize(word)
 
 
 def test_the_embedder_gives_the_same_vectors_through_either_model(both):
