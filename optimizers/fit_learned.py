@@ -30,7 +30,7 @@ class FitLearned:
             names = [n for n, _ in learned_parts(program)]
             raise ConfigError("optimizer=fit: the program has no learned part to fit" +
                               (f" named {self.only} (it has {names})" if self.only else
-                               " (a part defines fit(trainset, valset); e.g. program/archehr/grounding=learned)"))
+                               " (a part defines fit(trainset, valset); e.g. program/archehr/grounding=reader)"))
         return parts
 
     def preflight(self, program: dspy.Module, trainset: list[dspy.Example]) -> None:
