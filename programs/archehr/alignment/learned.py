@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 import dspy
-import numpy as np
 
 from common.errors import ConfigError
 from common.parameters import LogisticHead
@@ -59,17 +58,14 @@ class LearnedAligner(dspy.Module):
         self.scorer.set(head.mean, head.scale, head.coef, head.intercept, part["selection"], fit)
         return fit
 
-    def probabilities(self, answer_sentences: list[AnswerSentence], candidates: list[NoteSentence]) -> np.ndarray:
-        x = alignment_features(self.embedder, [a.text for a in answer_sentences], [s.text for s in candidates])
-        return self.scorer.probabilities(x)
-
     def forward(self, answer_sentences: list[AnswerSentence], sentences: list[NoteSentence]) -> dspy.Prediction:
         candidates = [s for s in sentences if not is_header(s.text)]
         if not answer_sentences or not candidates:
             return dspy.Prediction(alignment=[{"answer_id": a.id, "evidence_id": []} for a in answer_sentences],
                                    dropped_ids=0, fallback=None)
         rule = self.selection()
-        p = self.probabilities(answer_sentences, candidates)
+        p = self.scorer.probabilities(alignment_features(self.embedder, [a.text for a in answer_sentences],
+                                                         [s.text for s in candidates]))
         alignment = []
         for answer, row in zip(answer_sentences, p, strict=True):
             links = select_links(row, float(rule["threshold"]), float(rule["relative"]), self.max_citations,

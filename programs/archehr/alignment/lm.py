@@ -8,6 +8,8 @@ import dspy
 
 from common.errors import ConfigError
 from common.failures import RECOVERABLE, StageOutputError, failure_reason
+from programs.archehr.shared.note_layout import is_header
+from programs.archehr.shared.similarity import cosine_matrix
 from programs.archehr.text import numbered
 from signatures.archehr import AlignAnswer, CiteSupport
 from signatures.constrained import reply_bound, with_output_schema
@@ -92,9 +94,6 @@ class LMAligner(dspy.Module):
             return [None] * len(answer_sentences)
         if self.embedder is None:
             raise ConfigError("program.alignment.candidates needs the program's embedder")
-        from programs.archehr.shared.note_layout import is_header
-        from programs.archehr.shared.similarity import cosine_matrix
-
         pool = [s for s in sentences if not is_header(s.text)] or sentences
         sims = cosine_matrix(self.embedder, [a.text for a in answer_sentences], [s.text for s in pool])
         order = {s.id: i for i, s in enumerate(sentences)}

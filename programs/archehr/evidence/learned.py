@@ -70,17 +70,12 @@ class LearnedEvidenceScorer(dspy.Module):
         self.scorer.set(head.mean, head.scale, head.coef, head.intercept, part["selection"], fit)
         return fit
 
-    def probabilities(self, clinician_question: str, patient_narrative: str,
-                      sentences: list[NoteSentence]) -> np.ndarray:
-        question, narrative = anchor_parts(self.anchor, clinician_question, patient_narrative)
-        x = self.columns().features(question, narrative, [s.text for s in sentences])
-        p = self.scorer.probabilities(x)
-        return np.where([is_header(s.text) for s in sentences], 0.0, p)
-
     def forward(self, clinician_question: str, patient_narrative: str,
                 sentences: list[NoteSentence]) -> dspy.Prediction:
         rule = self.selection()
-        p = self.probabilities(clinician_question, patient_narrative, sentences)
+        question, narrative = anchor_parts(self.anchor, clinician_question, patient_narrative)
+        x = self.columns().features(question, narrative, [s.text for s in sentences])
+        p = np.where([is_header(s.text) for s in sentences], 0.0, self.scorer.probabilities(x))
         candidates = np.array([not is_header(s.text) for s in sentences], dtype=bool)
         chosen = select_by_probability(p, candidates, float(rule["threshold"]), float(rule["relative"]),
                                  int(rule["min_selected"]))

@@ -67,9 +67,6 @@ class LMEvidenceScorer(dspy.Module):
         signatures = {"list": ScoreEvidence, "by_id": ScoreEvidenceById, "per_sentence": RateSentence}
         self.score = dspy.Predict(signatures[form])
 
-    def select(self, sentences: list[NoteSentence], scores: list[int]) -> tuple[list[str], str]:
-        return select_by_likert(sentences, scores, self.strict_threshold, self.lenient_threshold, self.fallback_count)
-
     def _rate_each(self, clinician_question: str, sentences: list[NoteSentence]) -> list[int]:
         note = numbered((s.id, s.text) for s in sentences)
         signature = with_output_schema(self.score.signature, "score", {"type": "integer", "enum": LIKERT})
@@ -125,7 +122,8 @@ class LMEvidenceScorer(dspy.Module):
             ids = [s.id for s in sentences[: self.fallback_count]]
             return dspy.Prediction(evidence_ids=ids, scores=None, selection="fallback_first_n", fallback=failure_reason(exc),
                                    degenerate=None)
-        ids, selection = self.select(sentences, scores)
+        ids, selection = select_by_likert(sentences, scores, self.strict_threshold, self.lenient_threshold,
+                                          self.fallback_count)
         degenerate = f"every one of {len(scores)} sentences scored {scores[0]}" if all_equal(scores) else None
         return dspy.Prediction(
             evidence_ids=ids, scores=dict(zip([s.id for s in sentences], scores, strict=True)),
