@@ -45,17 +45,13 @@ def alignment_cases(cases: list[Case], key: dict[str, KeyCase], embedder: Any) -
     return out
 
 
-def alignment_links(case: AlignmentCase, p: np.ndarray, selection: dict[str, Any], max_citations: int) -> set[tuple]:
-    return {(case.answer_ids[i], case.candidate_ids[j]) for i, row in enumerate(p)
-            for j in select_links(row, max_citations=max_citations, **selection)}
-
-
 def alignment_f1(cases: list[AlignmentCase], probs: list[np.ndarray], selection: dict[str, Any],
                  max_citations: int) -> float:
     """Subtask 4 micro F1 (x100) of the selection rule over these cases."""
     tp = n_pred = n_gold = 0
     for case, p in zip(cases, probs, strict=True):
-        links = alignment_links(case, p, selection, max_citations)
+        links = {(case.answer_ids[i], case.candidate_ids[j]) for i, row in enumerate(p)
+                 for j in select_links(row, max_citations=max_citations, **selection)}
         tp += sum(int(case.y[case.answer_ids.index(a), case.candidate_ids.index(s)]) for a, s in links)
         n_pred += len(links)
         n_gold += case.gold

@@ -37,10 +37,6 @@ def example_pairs(examples: list[dspy.Example]) -> list[tuple[str, str, str]]:
     return pairs
 
 
-def pairs_hash(pairs: list[tuple[str, str, str]]) -> str:
-    return hashlib.sha256(repr(sorted(pairs)).encode()).hexdigest()[:16]
-
-
 def balanced(pairs: list[tuple[str, str, str]], max_opening_share: float, seed: int) -> list[tuple[str, str, str]]:
     """At most `max_opening_share` of a register's targets per 4-word opening (a random subset is kept): a template a
     fifth of the references share otherwise becomes most of what the small model writes."""
@@ -106,7 +102,8 @@ def fit_register_head(stage: Any, pairs: list[tuple[str, str, str]]) -> None:
 def summary(pairs: list[tuple[str, str, str]], settings: Any) -> dict[str, Any]:
     """What the fit record says about the data (beside the training loop's own numbers)."""
     return {"pairs": len(pairs), "kept_after_opening_cap": len(balanced(pairs, settings.max_opening_share, settings.seed)),
-            "registers": dict(Counter(r for _, r, _ in pairs)), "data_hash": pairs_hash(pairs)}
+            "registers": dict(Counter(r for _, r, _ in pairs)),
+            "data_hash": hashlib.sha256(repr(sorted(pairs)).encode()).hexdigest()[:16]}
 
 
 def adopt(stage: Any, tensors: dict[str, tuple[np.ndarray, np.ndarray]], fit: dict[str, Any],

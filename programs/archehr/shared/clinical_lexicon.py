@@ -189,10 +189,6 @@ def drug_class(word: str) -> str | None:
     return None
 
 
-def is_procedure_word(word: str) -> bool:
-    return len(word) > 7 and word.endswith(_PROCEDURE_SUFFIXES)
-
-
 @lru_cache(maxsize=50_000)
 def concepts(text: str) -> frozenset[str]:
     """Canonical concepts a text mentions: drugs (by name and by class), tests, procedures, organs, findings, with
@@ -213,7 +209,7 @@ def concepts(text: str) -> frozenset[str]:
                 found.add(cls)
         if word in TESTS:
             found.add(f"test:{word}")
-        if is_procedure_word(word):
+        if len(word) > 7 and word.endswith(_PROCEDURE_SUFFIXES):
             found.add(f"procedure:{word[:6]}")
     for cls, alias in _CLASS_ALIASES.items():
         if cls in found:
