@@ -20,14 +20,18 @@ from common.errors import ClinprogError, ConfigError
 from common.note_text import split_note
 from common.outputs import write_text
 from common.plain_rows import is_plain, plain_fingerprint
+from common.program_state import load_program_state
 from common.resources import Resources, instantiate_node
 from common.submission_coverage import coverage, foreign
 from common.usage import repairs_summary
+from programs.archehr import answers_md, report_html
 from programs.archehr import objectives as objectives_module
 from programs.archehr.fitted_on import caveat
 from programs.archehr.pipeline import ROLES
 from programs.archehr.record import ArchEHRRecord, record_of, record_problem
 from programs.archehr.report import print_scores, report_markdown, usage_summary
+from programs.archehr.serve_page import FORM, SCRIPT
+from programs.archehr.serve_schemas import ArchEHRRequest, ArchEHRResponse
 from programs.archehr.stages import STAGE_PROTOCOLS, missing_members, uses_lm
 from tasks.archehr.case_xml import cases_xml
 from tasks.archehr.data import (
@@ -199,8 +203,6 @@ class ArchEHRContract(ProgramContract[Case]):
                                         max_words=answer.max_words, soft_cut_ratio=answer.soft_cut_ratio)
         program = shared.complete(instantiate_node(p.get("module"), "program.module"), "program.module",
                                   no_lm_fallbacks=fallbacks, grounding=grounding, **stages)
-        from common.program_state import load_program_state
-
         return load_program_state(program, cfg)
 
     def predict(self, program: dspy.Module, item: Case) -> ArchEHRRecord:
@@ -215,12 +217,10 @@ class ArchEHRContract(ProgramContract[Case]):
     def write_readable(self, cfg: DictConfig, inputs: Inputs[Case], records: list[dict[str, Any]],
                        out: Path) -> list[Path]:
         """answers.md; a run of plain rows also writes the numbered notes it used (numbered_cases.xml)."""
-        from programs.archehr.answers_md import render
-
         cut = inputs.references.get("cut")
         grounding = chosen_name(cfg, "program/archehr/grounding", cfg.program.get("grounding") or {})
         written = [out / "answers.md"]
-        write_text(written[0], render(cfg.program.name, str(cfg.data.cases), inputs.items, records, cut or {},
+        write_text(written[0], answers_md.render(cfg.program.name, str(cfg.data.cases), inputs.items, records, cut or {},
                                       grounding))
         if cut is not None:
             max_chars = int((cfg.data.get("plain") or {}).get("max_sentence_chars"))
@@ -336,9 +336,7 @@ class ArchEHRContract(ProgramContract[Case]):
 
     def report_html(self, cfg: DictConfig, inputs: Inputs[Case], records: list[dict[str, Any]],
                     usage: dict[str, Any], scores: dict[str, Any] | None) -> str:
-        from programs.archehr.report_html import render
-
-        return render(cfg, inputs.items, inputs.references["key"], records, usage, scores)
+        return report_html.render(cfg, inputs.items, inputs.references["key"], records, usage, scores)
 
     # --- compiling ----------------------------------------------------------------------------------------------
     def examples(self, cfg: DictConfig, split: str) -> list[dspy.Example]:
@@ -357,8 +355,6 @@ class ArchEHRContract(ProgramContract[Case]):
     serve_verb = "answer"
 
     def serve_schemas(self) -> tuple[type[BaseModel], type[BaseModel]]:
-        from programs.archehr.serve_schemas import ArchEHRRequest, ArchEHRResponse
-
         return ArchEHRRequest, ArchEHRResponse
 
     def serve_item(self, request: BaseModel) -> Case:
@@ -379,8 +375,6 @@ class ArchEHRContract(ProgramContract[Case]):
                     request.clinician_question, None, sentences)
 
     def serve_page(self) -> tuple[str, str]:
-        from programs.archehr.serve_page import FORM, SCRIPT
-
         return FORM, SCRIPT
 
     def serve_echo(self, item: Case) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from programs.archehr.text import numbered
 from signatures.archehr import JudgeGrounding
 from signatures.constrained import reply_bound, with_output_schema
 from tasks.archehr.data import NoteSentence
+from tasks.archehr.fabrications import fabricate
 
 VERDICTS = (SUPPORTED, CONTRADICTED, NOT_IN_NOTE)
 KINDS = ("none", *CONFLICT_KINDS, "other")
@@ -157,8 +158,6 @@ def sentence_examples(examples: Sequence[dspy.Example], seed: int, limit: int,
     """Up to `limit` sentence examples, half supported (reference sentences against the note sentences they cite) and
     half misstated: with `perturbed` the same sentences with one fact changed (training), else the built-in
     fabrications of tasks/archehr/fabrications.py citing an essential sentence (validation)."""
-    from tasks.archehr.fabrications import fabricate
-
     rng = random.Random(seed)
     keyed = [ex for ex in examples if getattr(ex, "key", None) is not None]
     supported, misstated = [], []

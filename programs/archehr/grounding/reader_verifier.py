@@ -18,6 +18,7 @@ from common.parameters import LearnedStateError, LogisticHead
 from lms.reader import GGUFReader
 from programs.archehr.grounding.verdicts import MAX_PREMISE_SENTENCES, NOT_IN_NOTE, SUPPORTED
 from tasks.archehr.data import Case, KeyCase, NoteSentence
+from tasks.archehr.fabrications import load_fabrications
 
 C_GRID = (0.0001, 0.0003, 0.001, 0.003, 0.01)  # hundreds of columns against a few hundred sentences: strong L2
 CV_FOLDS = 5
@@ -78,8 +79,6 @@ class ReaderVerifier(dspy.Module):
     # --- fitting --------------------------------------------------------------------------------------------------
     def _fabricated(self, examples: Sequence[dspy.Example]) -> list[tuple[str, list[str], str]]:
         """(case id, cited note texts, text) of every fabrication the files hold for `examples`' cases."""
-        from tasks.archehr.fabrications import load_fabrications
-
         cases = {ex.case.case_id: ex.case for ex in examples}
         out = []
         for path in self.fabrications:
