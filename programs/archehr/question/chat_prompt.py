@@ -38,19 +38,13 @@ def chat_format(architecture: str) -> ChatFormat:
 
 
 def build_prompt(instruction: str, message: str, fmt: ChatFormat) -> str:
-    before, after = prompt_frame(instruction, fmt)
-    return before + message + after
-
-
-def prompt_frame(instruction: str, fmt: ChatFormat) -> tuple[str, str]:
-    """The text before and after the message: the only text tokenized with special tokens recognised."""
-    return fmt.before.format(instruction=instruction), fmt.after
+    return fmt.before.format(instruction=instruction) + message + fmt.after
 
 
 def prompt_parts(llm: Any, instruction: str, message: str, fmt: ChatFormat) -> tuple[list[int], list[int], list[int]]:
     """The prompt's tokens: the frame before the message, the message as plain text (a typed `<|im_end|>` is
-    characters, not the end of the turn), the frame after it."""
-    before, after = prompt_frame(strip_control_tokens(instruction), fmt)
+    characters, not the end of the turn), the frame after it; only the frame's special tokens are recognised."""
+    before = fmt.before.format(instruction=strip_control_tokens(instruction))
     return (llm.tokenize(before.encode("utf-8"), add_bos=False, special=True),
             llm.tokenize(message.encode("utf-8"), add_bos=False, special=False),
-            llm.tokenize(after.encode("utf-8"), add_bos=False, special=True))
+            llm.tokenize(fmt.after.encode("utf-8"), add_bos=False, special=True))
