@@ -7,7 +7,8 @@ its best support lacks, or when its best support has cosine below `min_similarit
 from __future__ import annotations
 
 from common.errors import ConfigError
-from programs.archehr.grounding.similarity import NoteFacts, SimilarityGroundingCheck, content, verdict_of
+from programs.archehr.grounding.similarity import NoteFacts, SimilarityGroundingCheck, content
+from programs.archehr.grounding.verdicts import CONTRADICTED, NOT_IN_NOTE, SUPPORTED
 from programs.archehr.shared.claims import contradictions, named_drugs, named_terms, quantities, unsupported_quantities
 from programs.archehr.shared.clinical_lexicon import TESTS, words
 from programs.archehr.shared.similarity import cosine_matrix
@@ -77,6 +78,8 @@ class ClaimsGroundingCheck(SimilarityGroundingCheck):
         coverage = len(words_ & (near | facts.words)) / len(words_) if words_ else 1.0
         if coverage < self.min_coverage:
             reasons.append(f"{coverage:.0%} of its content words are in the note")
-        return {"verdict": verdict_of(reasons, (NEGATION_REASON,)), "support_ids": [s.id for s in support],
+        negation = any(r.startswith(NEGATION_REASON) for r in reasons)
+        verdict = CONTRADICTED if negation else NOT_IN_NOTE if reasons else SUPPORTED
+        return {"verdict": verdict, "support_ids": [s.id for s in support],
                 "similarity": round(sims[ranked[0]], 4) if sims else None, "coverage": round(coverage, 4),
                 "reasons": reasons}

@@ -17,7 +17,7 @@ import dspy
 from common.errors import ConfigError
 from common.failures import RECOVERABLE, failure_reason
 from programs.archehr.grounding.judge import GroundingJudge
-from programs.archehr.grounding.verdicts import CONTRADICTED, NOT_IN_NOTE, SUPPORTED, flagged
+from programs.archehr.grounding.verdicts import NOT_IN_NOTE, SUPPORTED, flagged
 from programs.archehr.shared.lexical import tokens
 from programs.archehr.shared.note_layout import is_header
 from programs.archehr.shared.similarity import cosine_matrix
@@ -29,14 +29,6 @@ _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
 # words the tokenizer may split that are not facts of the note
 _STOPWORDS = frozenset({"because", "therefore", "however", "although", "discharge", "hospital", "admission",
                         "patient", "during", "before", "after"})
-
-
-def verdict_of(reasons: list[str], contradicting: tuple[str, ...] = ()) -> str:
-    """`contradicted` when a reason starts with a `contradicting` phrase, `not in the note` for any other reason, else
-    `supported`."""
-    if not reasons:
-        return SUPPORTED
-    return CONTRADICTED if contradicting and any(r.startswith(contradicting) for r in reasons) else NOT_IN_NOTE
 
 
 def _stem(token: str) -> str:
@@ -117,7 +109,7 @@ class SimilarityGroundingCheck(dspy.Module):
             reasons.append(f"numbers not in the note: {', '.join(novel_numbers)}")
         if novel_terms:
             reasons.append(f"terms not in the note: {', '.join(novel_terms)}")
-        return {"verdict": verdict_of(reasons), "support_ids": [s.id for s in support],
+        return {"verdict": NOT_IN_NOTE if reasons else SUPPORTED, "support_ids": [s.id for s in support],
                 "similarity": round(sims[ranked[0]], 4) if sims else None, "coverage": round(coverage, 4),
                 "reasons": reasons}
 
