@@ -28,15 +28,6 @@ NO_TRAINING_PAIRS = ("the verifier's training cases have no reference answer sen
                      "needs ArchEHR XML cases with a key)")
 
 
-class ReaderVerifierHead(LogisticHead):
-    """The head's weights, threshold (`selection`) and fit; used unfitted, it says how to fit one."""
-
-    def probabilities(self, x: np.ndarray) -> np.ndarray:
-        if not self.fitted:
-            raise LearnedStateError(NOT_FITTED)
-        return super().probabilities(x)
-
-
 class ReaderVerifier(dspy.Module):
     def __init__(self, reader: GGUFReader, threshold: float | None = None, max_false_flags: float = 0.04,
                  fabrications: Sequence[str] = ()) -> None:
@@ -51,8 +42,7 @@ class ReaderVerifier(dspy.Module):
         self.threshold_setting, self.max_false_flags = threshold, float(max_false_flags)
         self.fabrications = [str(f) for f in fabrications or ()]
         # the reader's identity is in the set's name: its columns are numbered, so only the name tells readings apart
-        self.weights = ReaderVerifierHead(f"reader_verifier/1:{reader.name}",
-                                          tuple(f"reader_{i}" for i in range(reader.dim)))
+        self.weights = LogisticHead(f"reader_verifier/1:{reader.name}", tuple(f"reader_{i}" for i in range(reader.dim)))
 
     @property
     def threshold(self) -> float:
@@ -67,7 +57,10 @@ class ReaderVerifier(dspy.Module):
         if not hypotheses:
             return np.zeros(0)
         notes = [list(p)[:MAX_PREMISE_SENTENCES] for p in premises]
-        return self.weights.probabilities(self.reader.read_claims(notes, list(hypotheses)).astype(float))
+        x = self.reader.read_claims(notes, list(hypotheses)).astype(float)
+        if not self.weights.fitted:
+            raise LearnedStateError(NOT_FITTED)
+        return self.weights.probabilities(x)
 
     def forward(self, answer_sentence: str, note_sentences: Sequence[NoteSentence]) -> dspy.Prediction:
         premise = list(note_sentences)[:MAX_PREMISE_SENTENCES]
