@@ -107,7 +107,8 @@ def load_compiled(program: dspy.Module, path: str | Path, fitting: Sequence[str]
         raise CompiledProgramError(f"program.compiled={path}: holds no {', '.join(missing)} (the learned weights this "
                                    "program's stages need); compile them: task=compile optimizer=finetune (the question "
                                    "adapter), optimizer=logistic (the heads) or optimizer=fit (the grounding verifier: "
-                                   "experiment=compile_reader_verifier)")
+                                   "experiment=compile_reader_verifier; experiment=reader_verifier runs with the "
+                                   "shipped one)")
     try:
         load_all_or_nothing(dict(program.named_parameters()), state)
     except ClinprogError as exc:
