@@ -200,3 +200,12 @@ def test_the_command_in_run_lock_is_never_cut_mid_argument():
     assert line == ("/usr/bin/python3 main.py data.cases=/data/" + "c" * 200 + ".xml data.key=/k/key.json"
                     " ... (2 more arguments)")
     assert command_line(b"python\0main.py\0name=two words\0") == "python main.py 'name=two words'"
+
+
+@pytest.mark.parametrize("lm", ["embedded", "gemini"])
+def test_an_lm_setting_the_backend_does_not_take_is_one_line_naming_its_settings(tmp_path, lm):
+    run = dispatch_run("program=archehr", f"lm={lm}", "+lm.client.chat_format=chatml", "data.limit=1",
+                       f"hydra.run.dir={tmp_path}", quiet=True)
+    line = one_error_line(run)
+    assert line.startswith(f"error: lm.client.chat_format: not a setting of lms.factory.{lm}_lm; its settings: ")
+    assert "temperature" in line
