@@ -53,7 +53,33 @@ def through_instantiate() -> Iterator[None]:
             cause = cause.__cause__
         if isinstance(cause, ClinprogError):
             raise _keyed(cause, full_key) from None
+        unknown = _unknown_setting(cause, full_key, str(exc))
+        if unknown is not None:
+            raise unknown from None
         raise
+
+
+def _unknown_setting(cause: BaseException | None, full_key: str, message: str) -> ConfigError | None:
+    """A key the target does not take (`+tracking.bogus=1`) as one line naming the ones it does. Only a TypeError
+    raised by the call itself (one traceback frame: the arguments did not bind), not one from inside the target."""
+    import inspect
+    import re
+
+    found = re.search(r"unexpected keyword argument '(\w+)'", str(cause)) if isinstance(cause, TypeError) else None
+    target = re.search(r"Error in call to target '([\w.]+)'", message)
+    tb = cause.__traceback__ if cause is not None else None
+    if found is None or target is None or tb is None or tb.tb_next is not None:
+        return None
+    try:
+        from hydra.utils import get_method
+
+        params = [n for n, p in inspect.signature(get_method(target[1])).parameters.items()
+                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    except Exception:  # noqa: BLE001 - its settings are a courtesy; the line stands without them
+        params = []
+    where = f"{full_key}.{found[1]}" if full_key else found[1]
+    return ConfigError(f"{where}: not a setting of {target[1]}" + (f"; its settings: {', '.join(params)}" if params
+                                                                   else ""))
 
 
 def _full_key(message: str) -> str:

@@ -220,7 +220,6 @@ def build_lm(lm_cfg: Any) -> dspy.LM:
         keys = ", ".join(f"lm.client.{k}" for k in lm_cfg.client)
         raise LMConfigError(f"{keys} set, but no LM backend is chosen (lm=none): add lm=embedded (a GGUF file), "
                             "lm=openai_compatible, lm=openai or lm=gemini")
-    check_client_keys(lm_cfg.client)
     try:
         lm = instantiate(lm_cfg.client)
         # lm=openai_compatible's engine counts its own attempts; LiteLLM's are counted through its callbacks
@@ -233,24 +232,6 @@ def build_lm(lm_cfg: Any) -> dspy.LM:
         if ours is not None:
             raise ours from None
         raise
-
-
-def check_client_keys(client: Any) -> None:
-    """A key the builder does not take is one line naming the ones it does (not a traceback from inside Hydra)."""
-    import inspect
-
-    from hydra.utils import get_method
-
-    try:
-        params = inspect.signature(get_method(str(client["_target_"]))).parameters
-    except Exception:  # a target that does not import: instantiate says so
-        return
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return
-    unknown = sorted(k for k in client if not str(k).startswith("_") and k not in params)
-    if unknown:
-        raise LMConfigError(f"lm.client.{unknown[0]}: not a setting of {client['_target_']}; its settings: "
-                            f"{', '.join(params)}")
 
 
 def build_role_lms(lm_cfg: Any, roles: list[str]) -> dict[str, dspy.LM]:

@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from pydantic import ValidationError
 
 from common.config_groups import compose_config
-from common.errors import ClinprogError
+from common.errors import ClinprogError, ConfigError
 from common.unicode_text import InvalidUnicode, require_unicode, unicode_problem
 from tasks.archehr.data import ArchEHRDataError, load_cases, load_question_pairs
 from tests.cli import composition_error, dispatch_run, one_error_line
@@ -202,10 +202,37 @@ def test_the_command_in_run_lock_is_never_cut_mid_argument():
     assert command_line(b"python\0main.py\0name=two words\0") == "python main.py 'name=two words'"
 
 
-@pytest.mark.parametrize("lm", ["embedded", "gemini"])
-def test_an_lm_setting_the_backend_does_not_take_is_one_line_naming_its_settings(tmp_path, lm):
-    run = dispatch_run("program=archehr", f"lm={lm}", "+lm.client.chat_format=chatml", "data.limit=1",
-                       f"hydra.run.dir={tmp_path}", quiet=True)
-    line = one_error_line(run)
-    assert line.startswith(f"error: lm.client.chat_format: not a setting of lms.factory.{lm}_lm; its settings: ")
-    assert "temperature" in line
+@pytest.mark.parametrize(("overrides", "key", "target"), [
+    (["lm=embedded", "+lm.client.chat_format=chatml"], "lm.client.chat_format", "lms.factory.embedded_lm"),
+    (["lm=gemini", "+lm.client.chat_format=chatml"], "lm.client.chat_format", "lms.factory.gemini_lm"),
+    (["tracking=mlflow", "+tracking.bogus=1"], "tracking.bogus", "common.tracking.MlflowTracking"),
+    (["+program.embedder.bogus=1"], "program.embedder.bogus", "retrieval.embed.Embedder"),
+    (["task=compile", "optimizer=bootstrap", "lm=embedded", "+optimizer.teleprompter.bogus=1"],
+     "optimizer.teleprompter.bogus", "dspy.teleprompt.bootstrap.BootstrapFewShot"),
+])
+def test_a_key_the_built_class_does_not_take_is_one_line_naming_its_settings(tmp_path, overrides, key, target):
+    run = dispatch_run("program=archehr", *overrides, "data.limit=1", f"hydra.run.dir={tmp_path}", quiet=True)
+    assert one_error_line(run).startswith(f"error: {key}: not a setting of {target}; its settings: ")
+
+
+def test_a_type_error_inside_a_builder_is_not_taken_for_an_unknown_key():
+    from hydra.errors import InstantiationException
+
+    from common.errors import through_instantiate
+
+    def inner(a: int) -> int:
+        return a
+
+    def builder(a: int = 0) -> int:
+        return inner(a=a, b=1)  # a bug inside the target, not the user's key
+
+    def call(**kwargs):  # as Hydra calls a target and wraps what it raises
+        try:
+            return builder(**kwargs)
+        except TypeError as exc:
+            raise InstantiationException("Error in call to target 'x.builder':\nfull_key: tracking") from exc
+
+    with pytest.raises(ConfigError, match=r"^tracking\.bogus: not a setting of x\.builder$"), through_instantiate():
+        call(bogus=1)
+    with pytest.raises(InstantiationException), through_instantiate():
+        call(a=1)
