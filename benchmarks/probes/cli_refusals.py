@@ -255,7 +255,11 @@ def threads_probes(c: Cli) -> None:
     for value in ("0", "lots"):  # #54: a ConfigError inside Hydra's instantiate was a Hydra traceback
         refused("54", f"program.embedder.threads={value} is one line", f"program.embedder.threads={value}",
                 "data.limit=1", base=("program=archehr", *QUIET),
-                exact=f"error: embedder.threads must be auto or an integer from 1 to 256, not '{value}'")
+                exact=f"error: program.embedder.threads must be auto or an integer from 1 to 256, not '{value}'")
+    for key in ("+tracking.bogus=1", "+program.embedder.bogus=1", "+lm.client.chat_format=chatml"):
+        refused("r8", f"{key} (a key the built class does not take) is one line naming its settings", key,
+                *(("tracking=mlflow",) if "tracking" in key else ("lm=embedded",) if "lm.client" in key else ()),
+                "data.limit=1", base=("program=archehr", *QUIET), says="its settings: ")
     refused("54", "program.grounding.judge=lm under grounding=none names the options that have it",
             "program.grounding.judge=lm", base=("program=archehr", *QUIET), says="parameters: none); it belongs to")
 
