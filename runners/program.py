@@ -4,6 +4,7 @@ checked before any LM call, predictions are resumable, and every output is writt
 from __future__ import annotations
 
 import logging
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -143,7 +144,9 @@ def run(cfg: DictConfig) -> float | None:
                                  num_threads=int(cfg.lm.get("num_threads", 1)) if roles else 1,
                                  progress=cfg.progress, unit=contract.unit)
         except Interrupted as exc:
-            line = f"interrupted: {exc.saved} {contract.unit}s saved in {out}; rerun the same command to resume"
+            # a rerun makes a new timestamped folder unless it names this one
+            line = (f"interrupted: {exc.saved} {contract.unit}s saved in {out}; to resume, rerun the same command "
+                    f"with {shlex.quote(f'hydra.run.dir={out}')}")
             print(line, file=sys.stderr)
             append_main_log(out, line)
             raise SystemExit(130) from None

@@ -194,7 +194,7 @@ def test_the_rate_limit_holds_for_all_workers_together_and_ctrl_c_stops_the_clus
         driver.send_signal(signal.SIGINT)
         _, stderr = driver.communicate(timeout=120)
         assert driver.returncode == 130, stderr[-1500:]
-        assert re.match(r"interrupted: \d cases saved in .*; rerun the same command to resume$",
+        assert re.match(r"interrupted: \d cases saved in (.*); to resume, rerun the same command with hydra.run.dir=\1$",
                         stderr.strip().splitlines()[-1]), stderr[-1500:]
         wait_for(lambda: not any(alive(pid) for pid in pids), timeout=30, what="the workers to stop")
         time.sleep(2)

@@ -196,8 +196,8 @@ def test_a_second_run_refuses_a_busy_folder_then_ctrl_c_saves_finished_cases_and
     saved = predictions.read_text().count("\n")
     assert first.returncode == 130, stderr[-1500:]
     assert saved == 2
-    assert stderr.strip().splitlines()[-1] == (f"interrupted: {saved} cases saved in {out}; rerun the same command "
-                                               "to resume")
+    assert stderr.strip().splitlines()[-1] == (f"interrupted: {saved} cases saved in {out}; to resume, rerun the same "
+                                               f"command with hydra.run.dir={out}")
     assert "Traceback" not in stderr
     assert (out / "main.log").read_text(encoding="utf-8").splitlines()[-1] == stderr.strip().splitlines()[-1]
 

@@ -15,6 +15,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from common.errors import ClinprogError, ConfigError
+from common.outputs import output_dir
 from common.settings import RaySettings, settings
 from runners.executors import Save
 
@@ -175,7 +176,7 @@ class RayExecutor:
             left = len(lost) + len(queue)
             why = "every Ray worker died" if queue else "their Ray workers died twice"
             raise ClinprogError(f"executor=ray: {left} {self.unit}s were not run ({why}); the records saved so far are "
-                                "kept: rerun the same command to resume them")
+                                f"kept: rerun the same command with hydra.run.dir={output_dir()} to resume them")
 
     @staticmethod
     def _replace(ray: Any, slot: Slot, new_worker: Callable[[], Any], starting: dict[Any, Slot],
