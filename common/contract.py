@@ -117,6 +117,10 @@ class ProgramContract(ABC, Generic[Item]):
         """Besides the program config, LM and input files: anything else the predictions depend on."""
         return {}
 
+    def stage_choices(self, cfg: DictConfig) -> dict[str, str]:
+        """{stage: the option the run chose} (`/health`, the run's LM line); {}: no swappable stages."""
+        return {}
+
     # --- compiling ----------------------------------------------------------------------------------------------
     objectives: dict[str, Callable[..., float]] = {}
 

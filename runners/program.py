@@ -71,7 +71,7 @@ def choose_lm_or_no_lm(cfg: DictConfig, contract: ProgramContract) -> list[str]:
         group = getattr(contract, "stage_group", "program")
         raise ConfigError(f"program={contract.name}: {', '.join(roles)} needs an LM and none is chosen: add "
                           f"{LM_CHOICES}; or choose a non-LLM implementation ({group}/<stage>=...)")
-    choices = contract.stage_choices(cfg) if hasattr(contract, "stage_choices") else {}
+    choices = contract.stage_choices(cfg)
     if not roles and has_lm(cfg):
         print(f"{lm_choice(cfg)}: no stage of program={contract.name} uses an LM with these settings "
               f"({', '.join(f'{k}={v}' for k, v in choices.items())}), so none is loaded")

@@ -123,7 +123,7 @@ def create_app(cfg: DictConfig, contract: ProgramContract, program: dspy.Module,
     @app.get("/health")
     def health() -> dict[str, Any]:
         return {"status": "ok", "program": contract.name, "lm": lm_name,
-                "stages": dict(cfg.program.get("stages") or {}), **contract.serve_health(cfg), **gate.health(),
+                "stages": contract.stage_choices(cfg), **contract.serve_health(cfg), **gate.health(),
                 "reading_bodies": readers.active, "connection_errors": dict(counter.counts)}
 
     async def endpoint(body: request_model):  # type: ignore[valid-type]

@@ -52,6 +52,8 @@ def test_answer_health_and_openapi(archehr):
     assert data["grounding"] is None and data["usage"]["evidence"]["lm_calls"] == 0
     health = httpx.get(archehr.url + "/health").json()
     assert health["status"] == "ok" and health["program"] == "archehr" and health["lm"] == "none"
+    assert health["stages"] == {"question": "baseline", "evidence": "learned", "answer": "extractive",
+                                "alignment": "learned"}  # the options the served program was built with
     spec = httpx.get(archehr.url + "/openapi.json").json()
     assert "/v1/archehr/answer" in spec["paths"]
     assert "question_candidates" in spec["components"]["schemas"]["ArchEHRResponse"]["properties"]
