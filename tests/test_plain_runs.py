@@ -103,3 +103,13 @@ def test_a_bad_row_is_one_error_line_before_any_model_loads(tmp_path):
                                    "message, note)")
     assert "no LM chosen" not in proc.stdout  # printed once the inputs are loaded, before the models build
     assert not (tmp_path / "run" / "predictions.jsonl").exists()
+
+
+def test_subtask_1_is_scored_on_the_rows_that_give_a_clinician_question(tmp_path):
+    rows = bundled_as_rows("\n")
+    rows[1]["clinician_question"] = rows[2]["clinician_question"] = ""
+    out = tmp_path / "run"
+    run(write_jsonl(tmp_path / "notes.jsonl", rows), out)
+    st1 = json.loads((out / "scores.json").read_text())["subtask_1"]
+    assert st1["overall_score"] is not None and st1["notes"] == ["scored on the 1 of 3 cases that give a clinician_question"]
+    assert len(json.loads((out / "submission_subtask_1.json").read_text())) == 3  # every case still gets its question

@@ -233,14 +233,21 @@ class ArchEHRContract(ProgramContract[Case]):
 
     def score(self, cfg: DictConfig, inputs: Inputs[Case], records: list[dict[str, Any]]) -> dict[str, Any] | None:
         with_note = [r for r in records if r.get("answer") is not None]
+        # Subtask 1 is scored on the cases that give a reference question (a plain file may give some only)
+        referenced = {c.case_id for c in inputs.items if c.clinician_question}
         submissions = {
-            1: {r["case_id"]: r["clinician_question"] for r in records},
+            1: {r["case_id"]: r["clinician_question"] for r in records if r["case_id"] in referenced},
             2: {r["case_id"]: r["evidence_ids"] for r in with_note},
             3: {r["case_id"]: r["answer"] for r in with_note},
             4: {r["case_id"]: r["alignment"] for r in with_note},
         }
         generated = [r["case_id"] for r in records if r.get("alignment_source") == "generated"]
-        return self._score(cfg, inputs, submissions, generated)
+        scores = self._score(cfg, inputs, submissions, generated)
+        st1 = (scores or {}).get("subtask_1") or {}
+        if referenced and len(referenced) < len(records) and "overall_score" in st1:
+            st1["notes"] = [*(st1.get("notes") or []), f"scored on the {len(referenced)} of {len(records)} cases that "
+                            "give a clinician_question"]
+        return scores
 
     def score_files(self, cfg: DictConfig, inputs: Inputs[Case], path: str) -> dict[str, Any]:
         folder = Path(path)
