@@ -1,6 +1,7 @@
 """Sentence splitting, one rule for everything: an answer or a narrative (`split_sentences`), and a note pasted as
 plain text, split into numbered sentences the way a case file holds them (`split_note`: each line split at sentence
-ends; a list number such as "1." or an abbreviation such as "Dr." stays with the words after it)."""
+ends; a list number such as "1." or an abbreviation such as "Dr." stays with the words after it, and each item of a
+list written on one line is a sentence of its own)."""
 
 from __future__ import annotations
 
@@ -18,13 +19,33 @@ _ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|vs|Dr|Drs|Mr|Mrs|Ms|Prof|St)\.)$"
 SPLITS = ("sentences", "lines")
 
 
+# a number that may open an item of a list written on one line ("Medications: 1. Apixaban 5 mg 2. Atorvastatin")
+_INLINE_ITEM = re.compile(r"(?:^|(?<=\s))(\d{1,2})\.(?=\s+[A-Za-z(\[])")
+
+
+def _inline_items(text: str) -> set[int]:
+    """Where the items of a list written on one line start: numbers 1, 2, 3, ... in that order, at least two."""
+    starts, expected = set(), 1
+    for m in _INLINE_ITEM.finditer(text):
+        if int(m.group(1)) == expected:
+            starts.add(m.start())
+            expected += 1
+    return starts if len(starts) > 1 else set()
+
+
 def _split(text: str, list_numbers: bool) -> list[str]:
     text = text.strip()
+    items = _inline_items(text) if list_numbers else set()
     out, start = [], 0
     for end in _SPLIT.finditer(text):
         piece = text[start:end.end(1)].strip()
         if list_numbers and (_LIST_NUMBER.fullmatch(piece) or _ABBREVIATION.search(piece)):
             continue  # the number (the abbreviation) joins the words after it
+        item = next((i for i in items if start < i and text[i:end.end(1)].strip().rstrip(".").isdigit()), None)
+        if item is not None:  # an inline list's number: the item it opens starts a sentence, with its number
+            out.append(text[start:item].strip())
+            start = item
+            continue
         out.append(piece)
         start = end.end()
     out.append(text[start:].strip())

@@ -244,6 +244,16 @@ def test_a_numbered_list_line_keeps_its_number_and_the_later_ids_do_not_shift(tm
     assert split_note("He took 2. Then he slept.") == ["He took 2.", "Then he slept."]  # a number ending a sentence
 
 
+def test_a_list_written_on_one_line_gives_each_item_its_own_sentence_with_its_number():
+    """"Discharge Medications: 1. Apixaban 5 mg PO BID 2. Atorvastatin" was split after each number: "...: 1.",
+    "Apixaban 5 mg PO BID 2.", ..."""
+    assert split_note("Discharge Medications: 1. Apixaban 5 mg PO BID 2. Atorvastatin 40 mg daily 3. Metoprolol.") == [
+        "Discharge Medications:", "1. Apixaban 5 mg PO BID", "2. Atorvastatin 40 mg daily", "3. Metoprolol."]
+    assert split_note("Plan: 1. Raise the dose to 2. 2. Recheck labs.") == [  # a number that ends an item stays
+        "Plan:", "1. Raise the dose to 2.", "2. Recheck labs."]
+    assert split_note("He had 3 admissions. 2. Not a list.") == ["He had 3 admissions.", "2. Not a list."]  # no 1.
+
+
 def test_an_abbreviation_inside_a_note_line_ends_no_sentence():
     """A note written one sentence a line split "procedures (e.g. TURP)" in two: its later ids shifted against the
     same note as an XML case."""
