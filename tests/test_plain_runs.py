@@ -91,6 +91,7 @@ def test_running_text_csv_runs_and_every_citation_is_a_sentence_of_the_numbered_
             assert re.search(quoted, section), (sid, section)
             assert note[sid].split()[0].replace("_", r"\_") in section
     assert "grounding not checked: program/archehr/grounding=none" in answers
+    assert "grounding: not checked (program/archehr/grounding=none)" in (out / "report.html").read_text()
 
 
 def test_a_bad_row_is_one_error_line_before_any_model_loads(tmp_path):

@@ -231,8 +231,8 @@ def render(cfg: Any, cases: list[Case], key: dict[str, KeyCase] | None, records:
                f"{'?' if per_case is None else f'{per_case:.2f}'} LM calls per case; fallbacks: "
                f"{echo(usage.get('fallbacks') or 'none')}; degenerate outputs: {echo(usage.get('degenerate') or 'none')}; "
                f"markup repairs: {echo(repairs or 'none')}; grounding: "
-               f"{esc(grounding.get('unsupported', 0))} of {esc(grounding.get('answer_sentences', 0))} answer "
-               "sentences unsupported</p>")
+               + (f"{esc(grounding.get('unsupported', 0))} of {esc(grounding.get('answer_sentences', 0))} answer "
+                  "sentences unsupported</p>" if grounding else "not checked (program/archehr/grounding=none)</p>"))
     charts = (bar_chart("seconds per stage (all cases)", [(k, v["seconds"]) for k, v in stages.items()], " s")
               + bar_chart("LM calls per stage", [(k, float(v["lm_calls"])) for k, v in stages.items()])
               + bar_chart("tokens per stage (in + out)",
