@@ -236,3 +236,15 @@ def test_a_type_error_inside_a_builder_is_not_taken_for_an_unknown_key():
         call(bogus=1)
     with pytest.raises(InstantiationException), through_instantiate():
         call(a=1)
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("program.eval.avg_threshold=abc", "program.eval.avg_threshold must be a number from 1 to 5"),
+    ("program.eval.avg_threshold=9", "program.eval.avg_threshold must be a number from 1 to 5"),  # nothing could pass
+    ("program.react.max_steps=0", "program.react.max_steps must be a whole number >= 1"),
+    ("program.reflexion.max_episodes=0", "program.reflexion.max_episodes must be a whole number >= 1"),
+])
+def test_a_mediqa_corr_loop_setting_that_cannot_work_is_one_line_before_any_note(tmp_path, override, message):
+    run = dispatch_run("program=mediqa_corr", "lm=embedded", "program.search.enabled=false", "data.limit=1", override,
+                       f"hydra.run.dir={tmp_path}", quiet=True)
+    assert one_error_line(run).startswith(f"error: {message}")

@@ -115,6 +115,8 @@ class MedReAct(dspy.Module):
     def __init__(self, max_steps: int, search: Callable[..., str] | None = None,
                  history_tokens: int | None = None) -> None:
         super().__init__()
+        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+            raise ConfigError(f"program.react.max_steps must be a whole number >= 1, not {str(max_steps)[:40]!r}")
         if history_tokens is not None and (isinstance(history_tokens, bool) or not isinstance(history_tokens, int)
                                            or history_tokens < 1):
             raise ConfigError(f"program.react.history_tokens must be null or a whole number >= 1, not "
