@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 
 from common.errors import ClinprogError
 from common.flatten import flatten
+from common.multirun import MARKER
 
 MARKDOWN_METRICS = 12   # metric columns in the Markdown table besides the objective; the CSV has them all
 HEADLINE_SUFFIXES = ("overall_score", "micro_f1")
@@ -43,13 +44,28 @@ def collect(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
     return rows, params
 
 
+def failed_jobs(sweep_dir: Path) -> list[str]:
+    """One line per job that failed (its failed.json marker): the job, its overrides and its error line."""
+    lines = []
+    for marker in sorted(sweep_dir.glob(f"*/{MARKER}"), key=lambda p: (len(p.parent.name), p.parent.name)):
+        try:
+            record = json.loads(marker.read_text())
+            lines.append(f"job {marker.parent.name} ({' '.join(map(str, record.get('overrides') or []))}) failed: "
+                         f"{str(record.get('error', '')).removeprefix('error: ')}")
+        except (OSError, ValueError, AttributeError):
+            lines.append(f"job {marker.parent.name} failed ({marker} cannot be read)")
+    return lines
+
+
 def sweep_report(cfg: DictConfig) -> None:
     if not cfg.get("dir"):
         raise SweepReportError("task=sweep_report needs dir=<a multirun folder>")
     sweep_dir = Path(cfg.dir)
     rows, params = collect(sweep_dir)
+    failed = failed_jobs(sweep_dir)
     if not rows:
-        raise SweepReportError(f"no */scores.json under {sweep_dir}")
+        raise SweepReportError(f"no */scores.json under {sweep_dir}" + (f"; {len(failed)} jobs failed: {failed[0]}"
+                                                                         if failed else ""))
     varying = [p for p in params if len({r.get(p) for r in rows}) > 1]
     metrics = list(dict.fromkeys(k for r in rows for k in r if k not in params and k != "job"))
     if not metrics:
@@ -71,6 +87,9 @@ def sweep_report(cfg: DictConfig) -> None:
     if hidden or constant:
         lines += ["", f"sweep_report.csv has every metric: {hidden} more that vary across jobs and {constant} that "
                       "do not"]
+    if failed:  # jobs without scores are not rows of the table: say which, and why
+        lines += ["", f"{len(failed)} of {len(rows) + len(failed)} jobs failed (not in the table):",
+                  *(f"- {line}" for line in failed)]
     (sweep_dir / "sweep_report.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     pngs = plot(rows, varying, metric, sweep_dir)
@@ -79,8 +98,11 @@ def sweep_report(cfg: DictConfig) -> None:
     from common.html import esc, page, png_inline, table
 
     best = max((r for r in rows if isinstance(r.get(metric), int | float)), key=lambda r: r[metric], default=None)
-    body = (f"<h1>Sweep {esc(sweep_dir)}</h1><p>{len(rows)} jobs; swept: {esc(', '.join(varying) or 'nothing')}; "
+    body = (f"<h1>Sweep {esc(sweep_dir)}</h1><p>{len(rows)} jobs scored"
+            + (f", {len(failed)} failed" if failed else "")
+            + f"; swept: {esc(', '.join(varying) or 'nothing')}; "
             f"best {esc(metric)}: {esc(best and round(best[metric], 4))} (job {esc(best and best['job'])})</p>"
+            + "".join(f"<p class=bad>{esc(line)}</p>" for line in failed)
             + "".join(png_inline(p, f"{metric} over the swept values") for p in pngs)
             + table(columns, [[r.get(c) for c in columns] for r in rows]))
     (sweep_dir / "sweep_report.html").write_text(page(f"clinprog sweep {sweep_dir.name}", body, script=""),

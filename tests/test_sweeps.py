@@ -35,6 +35,19 @@ def test_sweep_report_table_and_heatmap(tmp_path):
     assert (tmp_path / "sweep_report.csv").read_text().count("\n") == 5
 
 
+def test_sweep_report_names_the_jobs_that_failed(tmp_path):
+    fake_multirun(tmp_path, [(3.5, 2, 0.4), (3.8, 3, 0.7)])
+    (tmp_path / "2").mkdir()
+    (tmp_path / "2" / "failed.json").write_text(json.dumps({"job": 2, "overrides": ["program.eval.avg_threshold=9"],
+                                                            "error": "error: program.eval.avg_threshold must be ..."}))
+    proc = dispatch_run("task=sweep_report", f"dir={tmp_path}", f"hydra.run.dir={tmp_path / 'report'}")
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    table = (tmp_path / "sweep_report.md").read_text().splitlines()
+    assert table[-2:] == ["1 of 3 jobs failed (not in the table):",
+                          "- job 2 (program.eval.avg_threshold=9) failed: program.eval.avg_threshold must be ..."]
+    assert "2 jobs scored, 1 failed" in (tmp_path / "sweep_report.html").read_text()
+
+
 def test_sweep_report_without_jobs_is_one_line(tmp_path):
     proc = dispatch_run("task=sweep_report", f"dir={tmp_path}",
                         f"hydra.run.dir={tmp_path / 'r'}")
