@@ -81,3 +81,4 @@ def test_unparsable_review_counts_as_the_lowest_score(dummy_lm):
     dummy_lm([step("final_mistake", 1, "vancomycin"), *reviews(5, 5, 5, 5), {"bad": "review"}, {"reflection": "r"}])
     pred = program("mediqa_corr", "program.reflexion.max_episodes=1")(note=NOTE)
     assert pred.review_scores == [[5, 5, 5, 5, 1]] and pred.correction.flag == 0
+    assert pred.parse_failures == 1  # counted where usage.json and the report's filter read it

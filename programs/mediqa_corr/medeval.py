@@ -67,4 +67,5 @@ class MedEval(dspy.Module):
         # An unparsable review counts as the lowest score: an unreviewed answer is not accepted by default.
         scores = [r.score if r.score is not None else 1 for r in reviews]
         return dspy.Prediction(reviews=reviews, scores=scores, repairs=repairs,
+                               parse_failures=sum(r.score is None for r in reviews),
                                accepted=accept(scores, self.avg_threshold, self.min_threshold))

@@ -64,6 +64,7 @@ class MedReActNMedReFlex(dspy.Module):
                     verdict = self.evaluator(note, sid, corrected)
                     ledger.repaired("evaluator", verdict.get("repairs", 0))
                 trace["review_scores"].append(verdict.scores)
+                trace["parse_failures"] += verdict.get("parse_failures", 0)
                 seen["reviews"] = [{"criterion": r.criterion, "score": r.score, "reasoning": cap(r.reasoning, TEXT_CAP)}
                                    for r in verdict.reviews]
                 seen["accepted"] = bool(verdict.accepted)

@@ -61,7 +61,7 @@ def _episode(n: int, ep: dict[str, Any]) -> str:
         parts.append(f"<p><strong>Proposal:</strong> sentence {echo(sid)}: {echo(corrected)}</p>")
     reviews = entries(ep.get("reviews"))
     if reviews:
-        scores = [r.get("score") for r in reviews]
+        scores = [r.get("score") if r.get("score") is not None else 1 for r in reviews]  # unparsable counts as 1
         decision = "accepted" if ep.get("accepted") else "rejected"
         parts.append(table(["criterion", "score", "reasoning"],
                            [(r.get("criterion"), r.get("score") if r.get("score") is not None else "unparsable",
