@@ -41,8 +41,13 @@ def guard_lines(report: dict[str, Any]) -> list[str]:
 
 
 def verdict_word(p: dict[str, Any]) -> str:
-    """unchanged, adopted or REJECTED."""
-    return "REJECTED" if not p["adopted"] else p["verdict"]
+    """REJECTED, adopted, or what changed when the instruction did not (the demos may have)."""
+    if not p["adopted"]:
+        return "REJECTED"
+    if p["verdict"] != "unchanged":
+        return p["verdict"]
+    before, after = len(p["demos_before"]), len(p["demos_after"])
+    return "instruction unchanged" + (f", demos {before} -> {after}" if p["demos_before"] != p["demos_after"] else "")
 
 
 def demo_text(demo: dict[str, str]) -> str:

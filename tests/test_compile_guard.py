@@ -248,6 +248,7 @@ def test_report_shows_demos_before_and_after():
                               "instruction_after": "Do it.", "demos_before": [],
                               "demos_after": [{"case": "case 901", "answer": "Yes."}]}]}
     md = compile_report.markdown(report)
-    assert "### a: unchanged" in md and "Demos before: 0\nDemos after: 1\n  1. case: case 901; answer: Yes." in md
+    assert "### a: instruction unchanged, demos 0 -> 1" in md  # not "unchanged": its demos changed
+    assert "Demos before: 0\nDemos after: 1\n  1. case: case 901; answer: Yes." in md
     assert "| before | 0.1000 |\n| after | 0.2000 |" in md and "no instruction was changed" in md
     assert "<li>case: case 901; answer: Yes.</li>" in compile_report.html(report)
