@@ -143,3 +143,15 @@ def test_bad_mediqa_inputs_are_one_line_errors(tmp_path):
     latin.write_bytes('ms-val-0 1 5 "caf\u00e9"\n'.encode("latin-1"))
     with pytest.raises(MediqaDataError, match=r"run.txt: not UTF-8"):
         read_submission(latin)
+
+
+def test_report_md_names_the_input_the_search_and_the_acceptance_rule():
+    from common.contract import contract_for
+    from tests.builders import config
+
+    cfg = config("program=mediqa_corr", "lm=embedded", "data.limit=2", "program.search.enabled=false")
+    usage = {"notes": 2, "lm_requests_per_note": 3.0, "react_steps_per_note": 2.0, "searches_per_note": 0.0,
+             "reflexion_turns_per_note": 1.0, "seconds_per_note": 9.0, "outcomes": {"accepted": 1}}
+    text = contract_for(cfg).report(cfg, usage, None)
+    assert f"- input: {cfg.data.path} (data.limit=2)" in text
+    assert "- search: off; MedEval accepts at mean >= 3.8 and lowest >= 3" in text

@@ -237,7 +237,11 @@ class MediqaCorrContract(ProgramContract[Note]):
 
     def report(self, cfg: DictConfig, usage: dict[str, Any], scores: dict[str, Any] | None) -> str:
         roles = ", ".join(f"{role}=lm ({lm_model(cfg, role)})" for role in ROLES)
+        search = f"on ({cfg.get('index_dir')})" if (cfg.program.get("search") or {}).get("enabled") else "off"
         lines = ["# clinprog run: program=mediqa_corr", "", f"- roles: {roles}",
+                 f"- input: {cfg.data.path}" + (f" (data.limit={cfg.data.limit})" if cfg.data.get("limit") else ""),
+                 f"- search: {search}; MedEval accepts at mean >= {cfg.program.eval.avg_threshold} and lowest >= "
+                 f"{cfg.program.eval.min_threshold}",
                  f"- notes: {usage['notes']}", f"- LM requests per note: {usage['lm_requests_per_note']:.2f}",
                  f"- ReAct steps per note: {usage['react_steps_per_note']:.2f}",
                  f"- searches per note: {usage['searches_per_note']:.2f}",
