@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,26 @@ def job_failed(line: str, unexpected: bool = False) -> bool:
     except OSError as exc:  # the line above still said it; the summary cannot
         print(f"multirun job #{num}: cannot write {out / MARKER} ({exc})", file=sys.stderr)
     return True
+
+
+def failed_jobs(markers: Iterable[Path], since: float | None = None) -> list[tuple[Path, dict | None]]:
+    """(job folder, its failed.json record; None when it cannot be read) of each marker written after `since`, in
+    job order."""
+    out: list[tuple[Path, dict | None]] = []
+    for marker in markers:
+        try:
+            if since is not None and marker.stat().st_mtime < since:
+                continue
+            record = json_input.loads(marker.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            record = None
+        out.append((marker.parent, record if isinstance(record, dict) else None))
+
+    def number(item: tuple[Path, dict | None]) -> tuple[int, str]:
+        job = (item[1] or {}).get("job")
+        return (int(job), "") if isinstance(job, int) else (sys.maxsize, str(item[0]))
+
+    return sorted(out, key=number)
 
 
 def _key(override: str) -> str:
@@ -76,25 +97,12 @@ class MultirunFailuresCallback(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep = Path(str(config.hydra.sweep.dir))
-        failures = []
-        for marker in sweep.rglob(MARKER) if sweep.is_dir() else ():
-            try:
-                if marker.stat().st_mtime < self.started - 2:  # an earlier sweep's, into the same folder
-                    continue
-                record = json_input.loads(marker.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            if isinstance(record, dict):
-                failures.append((marker.parent, record))
+        # markers an earlier sweep into the same folder left are older than this one
+        failures = [(f, r) for f, r in failed_jobs(sweep.rglob(MARKER) if sweep.is_dir() else (), self.started - 2)
+                    if r is not None]
         if not failures:
             return
         sweep_overrides = list(config.hydra.overrides.get("task") or [])
-
-        def number(item: tuple[Path, dict]) -> tuple[int, str]:
-            job = item[1].get("job")
-            return (int(job), "") if isinstance(job, int) else (sys.maxsize, str(item[0]))
-
-        failures.sort(key=number)
         for folder, record in failures:
             named = " ".join(varying([str(o) for o in record.get("overrides") or []], sweep_overrides))
             error = str(record.get("error") or "failed").removeprefix("error: ")

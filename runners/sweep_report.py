@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 
 from common.errors import ClinprogError
 from common.flatten import flatten
-from common.multirun import MARKER
+from common.multirun import MARKER, failed_jobs
 
 MARKDOWN_METRICS = 12   # metric columns in the Markdown table besides the objective; the CSV has them all
 HEADLINE_SUFFIXES = ("overall_score", "micro_f1")
@@ -44,16 +44,15 @@ def collect(sweep_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
     return rows, params
 
 
-def failed_jobs(sweep_dir: Path) -> list[str]:
+def failures(sweep_dir: Path) -> list[str]:
     """One line per job that failed (its failed.json marker): the job, its overrides and its error line."""
     lines = []
-    for marker in sorted(sweep_dir.glob(f"*/{MARKER}"), key=lambda p: (len(p.parent.name), p.parent.name)):
-        try:
-            record = json.loads(marker.read_text())
-            lines.append(f"job {marker.parent.name} ({' '.join(map(str, record.get('overrides') or []))}) failed: "
+    for folder, record in failed_jobs(sweep_dir.glob(f"*/{MARKER}")):
+        if record is None:
+            lines.append(f"job {folder.name} failed ({folder / MARKER} cannot be read)")
+        else:
+            lines.append(f"job {folder.name} ({' '.join(map(str, record.get('overrides') or []))}) failed: "
                          f"{str(record.get('error', '')).removeprefix('error: ')}")
-        except (OSError, ValueError, AttributeError):
-            lines.append(f"job {marker.parent.name} failed ({marker} cannot be read)")
     return lines
 
 
@@ -62,7 +61,7 @@ def sweep_report(cfg: DictConfig) -> None:
         raise SweepReportError("task=sweep_report needs dir=<a multirun folder>")
     sweep_dir = Path(cfg.dir)
     rows, params = collect(sweep_dir)
-    failed = failed_jobs(sweep_dir)
+    failed = failures(sweep_dir)
     if not rows:
         raise SweepReportError(f"no */scores.json under {sweep_dir}" + (f"; {len(failed)} jobs failed: {failed[0]}"
                                                                          if failed else ""))

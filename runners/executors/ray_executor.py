@@ -8,6 +8,7 @@ import collections
 import contextlib
 import logging
 import os
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -175,8 +176,9 @@ class RayExecutor:
         if lost or queue:
             left = len(lost) + len(queue)
             why = "every Ray worker died" if queue else "their Ray workers died twice"
+            resume = shlex.quote(f"hydra.run.dir={output_dir()}")
             raise ClinprogError(f"executor=ray: {left} {self.unit}s were not run ({why}); the records saved so far are "
-                                f"kept: rerun the same command with hydra.run.dir={output_dir()} to resume them")
+                                f"kept: rerun the same command with {resume} to resume them")
 
     @staticmethod
     def _replace(ray: Any, slot: Slot, new_worker: Callable[[], Any], starting: dict[Any, Slot],
