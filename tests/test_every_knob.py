@@ -70,10 +70,6 @@ GROUNDING_CHANGED = {
 }
 # a parameter whose other values need something these runs do not have: refused in one line instead
 NEEDS_MORE = {("grounding/similarity", "judge"): ("lm", "needs an LM")}
-# the LM judge's compile settings act in task=compile only (its teleprompter, how many examples, the seed)
-GROUNDING_ACTS_ELSEWHERE = {("grounding/similarity", "judge_compile"):
-                            "test_grounding_judge.py::test_compile_adopts_the_teleprompters_demos_only_when_validation_"
-                            "improves"}
 # parameters that change how a stage runs, not what it predicts: each acts where the named test checks it
 ACTS_ELSEWHERE = {("question/finetuned", "threads"):
                   "test_question_stage.py::test_threads_reach_the_model_and_come_from_the_environment_by_default",
@@ -218,13 +214,12 @@ def test_each_grounding_parameter_changes_its_verdicts(no_lm, impl, param):
 def test_every_grounding_parameter_has_a_changed_value():
     cfg = config("program=archehr", "program/archehr/grounding=similarity")
     params = [k for k in cfg.program.grounding if not str(k).startswith("_")]
-    missing = [p for p in params if ("grounding/similarity", p) not in {**GROUNDING_CHANGED, **NEEDS_MORE,
-                                                                        **GROUNDING_ACTS_ELSEWHERE}]
+    missing = [p for p in params if ("grounding/similarity", p) not in {**GROUNDING_CHANGED, **NEEDS_MORE}]
     assert not missing, f"add a changed value for {missing} to GROUNDING_CHANGED (or NEEDS_MORE)"
 
 
 def test_each_parameter_said_to_act_elsewhere_names_a_test_that_exists():
-    for where in {**ACTS_ELSEWHERE, **GROUNDING_ACTS_ELSEWHERE}.values():
+    for where in ACTS_ELSEWHERE.values():
         module, name = where.split("::")
         assert f"def {name}(" in (Path(__file__).parent / module).read_text(), where
 

@@ -179,12 +179,7 @@ def test_training_cases_without_a_key_are_refused_before_validation_is_scored(tm
     assert "validation examples before" not in run.stdout  # refused before any scoring
 
 
-def test_the_judge_given_question_pairs_says_what_it_trains_on(tmp_path):
-    pairs = tmp_path / "pairs.jsonl"
-    pairs.write_text('{"id": "1", "question": "Can I take ibuprofen?", "summary": "Ibuprofen safe?"}\n')
-    run = dispatch_run("task=compile", "experiment=compile_judge", f"data.train={pairs}",
-                       f"hydra.run.dir={tmp_path / 'run'}", quiet=True)
-    assert "JSON lines of question pairs train the question stage" in one_error_line(run)
+def test_a_json_lines_file_that_is_not_question_pairs_says_which_format_data_train_takes(tmp_path):
     other = tmp_path / "cases.jsonl"  # another JSON-lines format: the loader says which one data.train takes
     other.write_text('{"case_id": "1", "patient_narrative": "Why?"}\n')
     with pytest.raises(ArchEHRDataError, match="question pairs, which train the question stage only"):

@@ -23,9 +23,8 @@ _CLAIMED_TESTS = frozenset(t for t in TESTS if len(t) >= 3 and t not in {"cultur
 class ClaimsGroundingCheck(SimilarityGroundingCheck):
     def __init__(self, embedder: Embedder, min_similarity: float, number_tolerance: float, number_context: int,
                  check_negation: bool, unknown_terms: str, on_unsupported: str, max_words: int, soft_cut_ratio: float,
-                 judge: str = "none", min_coverage: float = 0.0, judge_compile: dict | None = None) -> None:
-        super().__init__(embedder, min_similarity, min_coverage, on_unsupported, max_words, soft_cut_ratio, judge,
-                         judge_compile)
+                 judge: str = "none", min_coverage: float = 0.0) -> None:
+        super().__init__(embedder, min_similarity, min_coverage, on_unsupported, max_words, soft_cut_ratio, judge)
         if unknown_terms not in ("lexicon", "tokenizer"):
             raise ConfigError(f"program.grounding.unknown_terms must be lexicon or tokenizer, not {unknown_terms!r}")
         if not 0.0 <= number_tolerance < 1.0:

@@ -19,9 +19,9 @@ class ReaderGroundingCheck(ClaimsGroundingCheck):
     def __init__(self, embedder: Embedder, min_similarity: float, number_tolerance: float, number_context: int,
                  check_negation: bool, unknown_terms: str, on_unsupported: str, max_words: int, soft_cut_ratio: float,
                  judge: str = "none", min_coverage: float = 0.0, verifier: ReaderVerifier | None = None,
-                 rules: bool = True, judge_compile: dict | None = None, judge_from: float = 0.0) -> None:
+                 rules: bool = True, judge_from: float = 0.0) -> None:
         super().__init__(embedder, min_similarity, number_tolerance, number_context, check_negation, unknown_terms,
-                         on_unsupported, max_words, soft_cut_ratio, judge, min_coverage, judge_compile)
+                         on_unsupported, max_words, soft_cut_ratio, judge, min_coverage)
         if isinstance(judge_from, bool) or not isinstance(judge_from, (int, float)) or not 0.0 <= judge_from <= 1.0:
             raise ConfigError(f"program.grounding.judge_from must be a number in [0, 1], not {judge_from!r}")
         if judge_from and judge != "lm":

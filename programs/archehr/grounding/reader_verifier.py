@@ -1,6 +1,6 @@
 """`ReaderVerifier`: does the note support an answer sentence, as a small LM reads it? A logistic head over the
 reader's last hidden state gives P(not supported). `fit` learns from hand-written fabrications against the training
-reference sentences (rule-made ones from perturb.py taught a head nothing: AUC 0.50, benchmarks/README.md).
+reference sentences (script-made ones taught a head nothing: AUC 0.50, benchmarks/README.md).
 """
 
 from __future__ import annotations

@@ -54,19 +54,14 @@ def content(text: str) -> set[str]:
 
 class SimilarityGroundingCheck(dspy.Module):
     def __init__(self, embedder: Embedder, min_similarity: float, min_coverage: float, on_unsupported: str,
-                 max_words: int, soft_cut_ratio: float, judge: str = "none",
-                 judge_compile: dict | None = None) -> None:
+                 max_words: int, soft_cut_ratio: float, judge: str = "none") -> None:
         super().__init__()
         if on_unsupported not in ("flag", "drop", "refill"):
             raise ConfigError(f"program.grounding.on_unsupported must be flag, drop or refill, not {on_unsupported!r}")
         if judge not in ("none", "lm"):
             raise ConfigError(f"program.grounding.judge must be none or lm, not {judge!r}")
         # created only when configured, so the saved state of a program without it has no extra predictor
-        try:
-            self.judge = GroundingJudge(**dict(judge_compile or {})) if judge == "lm" else None
-        except TypeError as exc:  # an unknown setting
-            raise ConfigError(f"program.grounding.judge_compile: {exc}".replace("GroundingJudge.__init__() ", "")) \
-                from None
+        self.judge = GroundingJudge() if judge == "lm" else None
         self.embedder = embedder
         self.min_similarity, self.min_coverage, self.on_unsupported = min_similarity, min_coverage, on_unsupported
         self.max_words, self.soft_cut_ratio = max_words, soft_cut_ratio
