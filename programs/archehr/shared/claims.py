@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from programs.archehr.shared.clinical_lexicon import concepts, drug_class, words
+from programs.archehr.shared.clinical_lexicon import LEXICON, concepts, drug_class, words
 
 # unit -> (dimension, factor to the dimension's base unit)
 _UNITS: dict[str, tuple[str, float]] = {
@@ -37,20 +37,7 @@ _QUANTITY = re.compile(r"(?<![\d.])(\d+(?:[.,]\d+)?)"              # a number ..
                        re.IGNORECASE)
 _NEGATION = re.compile(r"\b(no|not|without|denies|denied|negative|never|none|neither|nor|unremarkable|absent|"
                        r"free of|ruled out|did not|does not|was not|were not|cannot|can't|couldn't|didn't|wasn't)\b")
-# brand names and abbreviations -> the generic / full name the note may use instead
-CANONICAL: dict[str, str] = {
-    "eliquis": "apixaban", "xarelto": "rivaroxaban", "coumadin": "warfarin", "pradaxa": "dabigatran",
-    "lovenox": "enoxaparin", "plavix": "clopidogrel", "brilinta": "ticagrelor", "lasix": "furosemide",
-    "tylenol": "acetaminophen", "paracetamol": "acetaminophen", "zofran": "ondansetron", "keppra": "levetiracetam",
-    "flagyl": "metronidazole", "dilaudid": "hydromorphone", "solumedrol": "methylprednisolone",
-    "synthroid": "levothyroxine", "levophed": "norepinephrine", "benadryl": "diphenhydramine", "asa": "aspirin",
-    "tpa": "alteplase", "narcan": "naloxone", "augmentin": "amoxicillin", "zosyn": "piperacillin",
-    "bactrim": "trimethoprim", "tamiflu": "oseltamivir", "miralax": "polyethylene", "kayexalate": "polystyrene",
-    "hgb": "hemoglobin", "hb": "hemoglobin", "hct": "hematocrit", "plt": "platelets", "platelet": "platelets",
-    "creat": "creatinine", "cr": "creatinine", "trop": "troponin", "k": "potassium", "na": "sodium",
-    "hba1c": "a1c", "hco3": "bicarbonate", "bicarb": "bicarbonate", "tbili": "bilirubin", "ddimer": "d-dimer",
-    "egfr": "gfr", "ntprobnp": "bnp", "wbcs": "wbc",
-}
+CANONICAL: dict[str, str] = LEXICON["canonical"]  # a brand name or abbreviation -> what a note may write instead
 
 
 @dataclass(frozen=True)

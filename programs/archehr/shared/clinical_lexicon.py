@@ -9,15 +9,15 @@ from pathlib import Path
 
 import yaml
 
-_LEXICON = yaml.safe_load(Path(__file__).with_name("clinical_lexicon.yaml").read_text(encoding="utf-8"))
-DRUG_CLASS: dict[str, str] = {name: cls for cls, names in _LEXICON["drug_classes"].items() for name in names.split()}
-_DRUG_SUFFIXES: dict[str, str] = _LEXICON["drug_suffixes"]  # tried in the file's order
-_NOT_DRUGS = frozenset(_LEXICON["not_drugs"].split())
-_WORD_CONCEPT: dict[str, str] = {w.lower(): c for c, words in _LEXICON["concept_words"].items() for w in words.split()}
-_PHRASES: dict[str, str] = _LEXICON["phrases"]  # multi-word, matched before single words
-_CLASS_ALIASES: dict[str, str] = _LEXICON["class_aliases"]
-TESTS = frozenset(_LEXICON["tests"].split())
-_PROCEDURE_SUFFIXES = tuple(_LEXICON["procedure_suffixes"].split())
+LEXICON = yaml.safe_load(Path(__file__).with_name("clinical_lexicon.yaml").read_text(encoding="utf-8"))
+DRUG_CLASS: dict[str, str] = {name: cls for cls, names in LEXICON["drug_classes"].items() for name in names.split()}
+_DRUG_SUFFIXES: dict[str, str] = LEXICON["drug_suffixes"]  # tried in the file's order
+_NOT_DRUGS = frozenset(LEXICON["not_drugs"].split())
+_WORD_CONCEPT: dict[str, str] = {w.lower(): c for c, words in LEXICON["concept_words"].items() for w in words.split()}
+_PHRASES: dict[str, str] = LEXICON["phrases"]  # multi-word, matched before single words
+_CLASS_ALIASES: dict[str, str] = LEXICON["class_aliases"]
+TESTS = frozenset(LEXICON["tests"].split())
+_PROCEDURE_SUFFIXES = tuple(LEXICON["procedure_suffixes"].split())
 
 _WORD = re.compile(r"[a-z][a-z0-9'-]*")
 
