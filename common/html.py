@@ -1,5 +1,6 @@
-"""Building blocks of the HTML reports: one page shell (inline CSS and JS), escaping, tables, an SVG bar chart, word
-diffs and filters. Every mark has a text label as well as a colour; every control is a native element."""
+"""Building blocks of the HTML reports: one page shell, escaping, tables, an SVG bar chart, word diffs and filters.
+The shell inlines report.css and report_filters.js, both beside this file. Every mark has a text label as well as a
+colour; every control is a native element."""
 
 from __future__ import annotations
 
@@ -11,47 +12,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-CSS = """
-:root{--fg:#1b1b1b;--muted:#555;--line:#d0d0d0;--sel:#0b5cad;--bad:#a4000f;--good:#116329;--warn:#8a5300}
-*{box-sizing:border-box}body{font:15px/1.5 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;color:var(--fg);
-margin:0 auto;max-width:1180px;padding:12px}h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em}
-h3{font-size:1.05em;margin:.8em 0 .3em}table{border-collapse:collapse;margin:.5em 0;display:block;overflow-x:auto}
-th,td{border:1px solid var(--line);padding:3px 8px;text-align:left;vertical-align:top}th{background:#f3f3f3}
-.case{border:1px solid var(--line);border-radius:6px;padding:10px 14px;margin:14px 0}.case[hidden]{display:none}
-.badges span,.tag{display:inline-block;border:1px solid currentColor;border-radius:10px;padding:0 7px;margin:2px 4px 2px 0;
-font-size:.82em}.bad{color:var(--bad)}.good{color:var(--good)}.warn{color:var(--warn)}.muted{color:var(--muted)}
-.note{display:flex;flex-direction:column;gap:3px}.sent{border-left:5px solid transparent;padding:2px 6px;border-radius:3px}
-.sent.selected{border-left-color:var(--sel)}.sent:target{outline:3px solid #f0b400}
-.sent .meta{font-size:.78em;color:var(--muted);margin-right:6px;white-space:nowrap}
-mark{background:#fff0a8;padding:0 2px}.answer p{margin:.3em 0}.unsupported{background:#ffe3e3;border-left:5px solid var(--bad);
-padding:2px 6px}a.cite{font-size:.85em;margin-left:2px}del{background:#ffd7d5;text-decoration:line-through}
-ins{background:#d2f5d9;text-decoration:none}.filters{position:sticky;top:0;background:#fff;border-bottom:1px solid var(--line);
-padding:6px 0;z-index:2}.filters label{margin-right:14px;white-space:nowrap}nav.index a{margin-right:8px}
-.grid{display:grid;grid-template-columns:1fr 1fr;gap:14px}
-.grid>*{min-width:0}@media(max-width:760px){.grid{grid-template-columns:1fr}
-body{font-size:14px}}details{margin:.3em 0}.scroll{overflow-x:auto;max-width:100%}
-pre{white-space:pre-wrap;word-break:break-word;background:#f7f7f7;padding:6px}
-svg text{font:12px system-ui,sans-serif}
-"""
-
-FILTER_JS = """
-(function(){
-  const boxes = Array.from(document.querySelectorAll('.filters input[type=checkbox]'));
-  const cases = Array.from(document.querySelectorAll('.case'));
-  const count = document.getElementById('shown-count');
-  function apply(){
-    const on = boxes.filter(b => b.checked).map(b => b.dataset.filter);
-    let shown = 0;
-    cases.forEach(c => {
-      const keep = on.every(f => c.dataset[f] === '1');
-      c.hidden = !keep; if (keep) shown++;
-    });
-    if (count) count.textContent = shown + ' of ' + cases.length + ' shown';
-  }
-  boxes.forEach(b => b.addEventListener('change', apply));
-  apply();
-})();
-"""
+_HERE = Path(__file__).parent
+# the reports' stylesheet and case filters, each on the line after its tag
+CSS = "\n" + (_HERE / "report.css").read_text(encoding="utf-8")
+FILTER_JS = "\n" + (_HERE / "report_filters.js").read_text(encoding="utf-8")
 
 
 def esc(value: Any) -> str:

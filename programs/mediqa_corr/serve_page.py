@@ -1,25 +1,9 @@
 """The MEDIQA-CORR part of the page `task=serve` shows at `/` (serving/page.py assembles it): a note in; the flag,
-the flagged sentence and its correction, the official line and the agent trace (folded) out."""
+the flagged sentence and its correction, the official line and the agent trace (folded) out. The form is
+serve_page.html, the script serve_page.js, both beside this file."""
 
-FORM = """<label for="note">Clinical note (pasted text: one sentence per line, or paragraphs; numbered from 0)</label>
-<textarea id="note" rows="12"></textarea>"""
+from pathlib import Path
 
-SCRIPT = r"""
-async function programBody() { return {note: $('note').value}; }
-function programRender(d) {
-  const out = el('section', {class: 'result'});
-  const flagged = Number(d.flag) === 1;
-  out.append(el('h2', {}, flagged ? 'An error was found' : 'No error found'));
-  if (flagged) {
-    out.append(el('p', {id: 'flagged'}, `Sentence ${d.sentence_id}: `, el('strong', {}, d.correction)));
-  }
-  out.append(el('p', {class: 'muted'}, 'Submission line: ', d.line, ' · outcome: ', d.outcome));
-  if (d.lm_failure) out.append(el('p', {class: 'refusal', id: 'lm-failure'},
-    'The LM failed, so this is the documented fallback (no error flagged): ', d.lm_failure));
-  out.append(noteList(d.sentences || [], (id) => flagged && String(id) === String(d.sentence_id) ? 'essential' : ''));
-  const trace = el('details', {}, el('summary', {}, `Agent trace (${(d.episodes || []).length} episodes)`),
-    el('pre', {}, JSON.stringify(d.episodes || [], null, 2)));
-  out.append(trace);
-  return out;
-}
-"""
+_HERE = Path(__file__).parent
+FORM = (_HERE / "serve_page.html").read_text(encoding="utf-8").removesuffix("\n")
+SCRIPT = "\n" + (_HERE / "serve_page.js").read_text(encoding="utf-8")
