@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from common.errors import ConfigError
+from common.errors import ConfigError, number_in
 
 MAX_THREADS = 256
 THREADS_ENV = "CLINPROG_LLAMA_THREADS"
@@ -65,9 +65,7 @@ def threads_setting(value: object, where: str) -> int | str:
     """A threads setting as written in a config: "auto" or a whole number from 1 to 256; else one line."""
     if value == "auto":
         return "auto"
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_THREADS:
-        raise ConfigError(f"{where} must be auto or an integer from 1 to {MAX_THREADS}, not {str(value)[:40]!r}")
-    return value
+    return number_in(where, value, 1, MAX_THREADS, integer=True, note="or auto")
 
 
 def threads_from_environment(default: str = "auto") -> int | str:
@@ -81,7 +79,7 @@ def threads_from_environment(default: str = "auto") -> int | str:
         return "auto"
     if text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_THREADS:
         return int(text)
-    raise ConfigError(f"{THREADS_ENV} must be auto or a whole number from 1 to {MAX_THREADS} (its value is not shown)")
+    raise ConfigError(f"{THREADS_ENV} must be an integer from 1 to {MAX_THREADS} (or auto); its value is not shown")
 
 
 def register_resolver() -> None:

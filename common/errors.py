@@ -1,8 +1,9 @@
 """One base class for every error a user can fix: `main.py` prints it as one `error:` line (exit code 2)."""
 
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 E = TypeVar("E", bound=BaseException)
 
@@ -17,6 +18,36 @@ class ConfigError(ClinprogError, ValueError):
 
 class RunFolderError(ClinprogError):
     """A run folder that cannot be resumed safely: another run holds it, or it was made by another config."""
+
+
+def number_in(where: str, value: Any, low: float, high: float | None = None, *, low_open: bool = False,
+              high_open: bool = False, integer: bool = False, null: bool = False, note: str = "") -> Any:
+    """The setting `where` as a number in [low, high] (an end open when `low_open`/`high_open`; no `high`: unbounded;
+    an int when `integer`, a float otherwise; None when `null` allows it). A bool, a non-number, NaN, infinity or a
+    value outside is one line: `{where} must be a number in [0, 1), not 'abc'`, `... an integer from 1 to 5 ...`."""
+    if value is None and null:
+        return None
+    if (not isinstance(value, bool) and isinstance(value, int if integer else int | float)
+            and (integer or abs(value) <= sys.float_info.max)  # a float: not NaN, inf or a huge int
+            and (value > low or (value == low and not low_open))
+            and (high is None or value < high or (value == high and not high_open))):
+        return int(value) if integer else float(value)
+    if high is None:
+        span = f"{'>' if low_open else '>='} {low:.12g}"
+    elif integer:
+        span = f"from {low:.12g} to {high:.12g}"
+    else:
+        span = f"in {'(' if low_open else '['}{low:.12g}, {high:.12g}{')' if high_open else ']'}"
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    raise ConfigError(f"{where} must be {'an integer' if integer else 'a number'} {span}{' or null' * null}"
+                      f"{f' ({note})' if note else ''}, not {shown}")
+
+
+def unknown_setting(key: str, owner: str, known: Iterable[str] | None, hint: str = "") -> ConfigError:
+    """The one line for a key `owner` (a class, a config group's option, a config section) does not take:
+    `{key}: not a setting of {owner}; its settings: a, b, c` (None: its settings are not known), then `hint`."""
+    listed = "" if known is None else f"; its settings: {', '.join(sorted(known)) or 'none'}"
+    return ConfigError(f"{key}: not a setting of {owner}{listed}" + (f"; {hint}" if hint else ""))
 
 
 def import_failure(exc: BaseException) -> str:
@@ -53,13 +84,13 @@ def through_instantiate() -> Iterator[None]:
             cause = cause.__cause__
         if isinstance(cause, ClinprogError):
             raise _keyed(cause, full_key) from None
-        unknown = _unknown_setting(cause, full_key, str(exc))
+        unknown = _unknown_key(cause, full_key, str(exc))
         if unknown is not None:
             raise unknown from None
         raise
 
 
-def _unknown_setting(cause: BaseException | None, full_key: str, message: str) -> ConfigError | None:
+def _unknown_key(cause: BaseException | None, full_key: str, message: str) -> ConfigError | None:
     """A key the target does not take (`+tracking.bogus=1`) as one line naming the ones it does. Only a TypeError
     raised by the call itself (one traceback frame: the arguments did not bind), not one from inside the target."""
     import inspect
@@ -76,10 +107,8 @@ def _unknown_setting(cause: BaseException | None, full_key: str, message: str) -
         params = [n for n, p in inspect.signature(get_method(target[1])).parameters.items()
                   if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     except Exception:  # noqa: BLE001 - its settings are a courtesy; the line stands without them
-        params = []
-    where = f"{full_key}.{found[1]}" if full_key else found[1]
-    return ConfigError(f"{where}: not a setting of {target[1]}" + (f"; its settings: {', '.join(params)}" if params
-                                                                   else ""))
+        params = None
+    return unknown_setting(f"{full_key}.{found[1]}" if full_key else found[1], target[1], params)
 
 
 def _full_key(message: str) -> str:

@@ -9,6 +9,7 @@ import yaml
 from omegaconf import DictConfig
 
 from common.config_groups import CONF, choice, compose_config, options
+from common.errors import unknown_setting
 
 
 def _option_keys(group: str) -> dict[str, set[str]]:
@@ -56,8 +57,7 @@ def dead_stage_key(key: str, cfg: DictConfig) -> str | None:
     having = [o for o, keys in option_keys.items() if name in keys]
     switch = (f"it belongs to {', '.join(having)}: add {group}={having[0]}" if having
               else f"no implementation of {stage} has it")
-    return (f"{key}: not a parameter of the {stage} stage in use ({group}={current}, parameters: "
-            f"{', '.join(sorted(option_keys.get(current, set()))) or 'none'}); {switch}")
+    return str(unknown_setting(key, f"{group}={current} (the {stage} stage in use)", option_keys.get(current, ()), switch))
 
 
 def _close(word: str, choices: list[str]) -> str | None:

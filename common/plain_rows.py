@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from common import json_input
-from common.errors import ClinprogError, ConfigError
+from common.errors import ClinprogError, ConfigError, number_in
 from common.logs import printable
 from common.note_text import SPLITS
 from common.unicode_text import lone_surrogate
@@ -226,10 +226,7 @@ def _text(value: Any, where: str, name: str) -> str | None:
 
 def limit(settings: Mapping[str, Any], name: str, knob: str) -> tuple[int, str]:
     """`settings[name]` as a size limit (a positive integer) with the knob that sets it, for `Table.max_chars`."""
-    value = settings.get(name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{knob} must be a positive integer, not {value!r}")
-    return value, knob
+    return number_in(knob, settings.get(name), 1, integer=True), knob
 
 
 def split_mode(settings: Mapping[str, Any], knob: str) -> str:

@@ -9,7 +9,7 @@ import inspect
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from common.errors import ConfigError
+from common.errors import ConfigError, unknown_setting
 
 _UNSET = object()
 
@@ -38,9 +38,8 @@ class Resources:
         if unknown and not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
             settable = sorted(k for k, p in params.items() if k not in self.provided() and k not in extra
                               and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
-            raise ConfigError(f"{where}.{unknown[0]}: not a parameter of the implementation in use "
-                              f"({func.__module__}.{func.__qualname__}); its parameters: {settable}"
-                              + (f"; {hint}" if hint else ""))
+            raise unknown_setting(f"{where}.{unknown[0]}", f"{func.__module__}.{func.__qualname__} (the implementation "
+                                  "in use)", settable, hint)
         available = {**self.provided(), **extra}
         for name in params:
             if name not in keywords and name in available:

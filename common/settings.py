@@ -9,7 +9,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from common.errors import ConfigError
+from common.errors import ConfigError, unknown_setting
 
 STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -109,8 +109,7 @@ def settings(cfg: DictConfig | dict[str, Any], key: str, schema: type[BaseModel]
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"])
         if first["type"] == "extra_forbidden":
-            raise ConfigError(f"{key}.{field} is not a setting of {key}: choose from {sorted(schema.model_fields)}") \
-                from None
+            raise unknown_setting(f"{key}.{field}", key, schema.model_fields) from None
         info = schema.model_fields.get(str(first["loc"][0]))
         says = info.description if info is not None and info.description else first["msg"]
         raise ConfigError(f"{key}.{field} must be {says}, not {first.get('input')!r}") from None

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from common.cpu import threads_now, threads_setting
-from common.errors import ClinprogError, ConfigError
+from common.errors import ClinprogError, ConfigError, number_in
 from common.files import file_version
 from common.vector_store import VectorStore, cpu_flags
 
@@ -157,11 +157,8 @@ class GGUFReader:
             raise ConfigError(f"reader.form must be one of {', '.join(FORMS)}, not {str(form)[:40]!r}")
         if pooling not in POOLINGS:
             raise ConfigError(f"reader.pooling must be one of {', '.join(POOLINGS)}, not {str(pooling)[:40]!r}")
-        if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or not 1024 <= n_ctx <= 32768:
-            raise ConfigError(f"reader.n_ctx must be an integer from 1024 to 32768, not {str(n_ctx)[:40]!r}")
-        if isinstance(n_gpu_layers, bool) or not isinstance(n_gpu_layers, int) or n_gpu_layers < -1:
-            raise ConfigError(f"reader.n_gpu_layers must be -1 (all), 0 (none) or a number of layers, not "
-                              f"{str(n_gpu_layers)[:40]!r}")
+        number_in("reader.n_ctx", n_ctx, 1024, 32768, integer=True)
+        number_in("reader.n_gpu_layers", n_gpu_layers, -1, integer=True, note="-1: all layers, 0: none")
         if not isinstance(cache, bool):
             raise ConfigError(f"reader.cache must be true or false, not {cache!r}")
         self.model, self.model_path, self.form, self.pooling = model, model_path, form, pooling

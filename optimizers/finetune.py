@@ -13,7 +13,7 @@ from typing import Any
 import dspy
 import numpy as np
 
-from common.errors import ConfigError
+from common.errors import ConfigError, number_in
 from common.parameters import LORA_MAX_INPUT_TOKENS, LORA_MAX_RANK, LORA_MAX_SCALE, LoraAdapter
 
 log = logging.getLogger(__name__)
@@ -36,23 +36,18 @@ class LoraFinetune(dspy.teleprompt.Teleprompter):
                  max_input_tokens: int = 128, repeat_rare: int = 5, dropout: float = 0.05, seed: int = 0,
                  threads: int = 2, max_opening_share: float = 0.06) -> None:
         super().__init__()
-        for name, value, low in (("rank", rank, 1), ("layers", layers, 1), ("batch_size", batch_size, 1),
-                                 ("warmup_steps", warmup_steps, 0), ("max_input_tokens", max_input_tokens, 16),
-                                 ("repeat_rare", repeat_rare, 1), ("threads", threads, 1)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigError(f"optimizer.teleprompter.{name} must be an integer >= {low}, not {value!r}")
-        for name, value in (("alpha", alpha), ("epochs", epochs), ("learning_rate", learning_rate)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
-                raise ConfigError(f"optimizer.teleprompter.{name} must be a positive number, not {value!r}")
-        if rank > LORA_MAX_RANK or alpha / rank > LORA_MAX_SCALE or max_input_tokens > LORA_MAX_INPUT_TOKENS:
-            raise ConfigError(f"optimizer.teleprompter: rank at most {LORA_MAX_RANK}, alpha / rank at most "
-                              f"{LORA_MAX_SCALE:g} and max_input_tokens at most {LORA_MAX_INPUT_TOKENS} (what a "
-                              "compiled program may hold)")
-        if isinstance(max_opening_share, bool) or not isinstance(max_opening_share, (int, float)) or not (
-                0 < max_opening_share <= 1):
-            raise ConfigError(f"optimizer.teleprompter.max_opening_share must be in (0, 1], not {max_opening_share!r}")
-        if not 0 <= dropout < 1:
-            raise ConfigError(f"optimizer.teleprompter.dropout must be in [0, 1), not {dropout!r}")
+        # the highest rank, scale and input a compiled program may hold (common/parameters.py)
+        for name, value, low, high in (("rank", rank, 1, LORA_MAX_RANK), ("layers", layers, 1, None),
+                                       ("batch_size", batch_size, 1, None), ("warmup_steps", warmup_steps, 0, None),
+                                       ("max_input_tokens", max_input_tokens, 16, LORA_MAX_INPUT_TOKENS),
+                                       ("repeat_rare", repeat_rare, 1, None), ("threads", threads, 1, None)):
+            number_in(f"optimizer.teleprompter.{name}", value, low, high, integer=True)
+        for name, value in (("epochs", epochs), ("learning_rate", learning_rate)):
+            number_in(f"optimizer.teleprompter.{name}", value, 0, low_open=True)
+        number_in("optimizer.teleprompter.alpha", alpha, 0, LORA_MAX_SCALE * rank, low_open=True,
+                  note=f"alpha / rank at most {LORA_MAX_SCALE:g}")
+        number_in("optimizer.teleprompter.max_opening_share", max_opening_share, 0, 1, low_open=True)
+        number_in("optimizer.teleprompter.dropout", dropout, 0, 1, high_open=True)
         self.metric = metric
         self.rank, self.alpha, self.layers, self.epochs = rank, float(alpha), layers, float(epochs)
         self.learning_rate, self.batch_size, self.warmup_steps = float(learning_rate), batch_size, warmup_steps

@@ -7,7 +7,7 @@ from typing import Any
 
 import dspy
 
-from common.errors import ConfigError
+from common.errors import ConfigError, number_in
 from common.parameters import LogisticHead
 from optimizers.fit_learned import learned_parts
 
@@ -24,9 +24,7 @@ class LogisticFit(dspy.teleprompt.Teleprompter):
 
     def __init__(self, metric: Any = None, c: float | None = None) -> None:
         super().__init__()
-        if c is not None and (isinstance(c, bool) or not isinstance(c, (int, float)) or not c > 0):
-            raise ConfigError(f"optimizer.teleprompter.c must be a positive number or null, not {c!r}")
-        self.metric, self.c = metric, c
+        self.metric, self.c = metric, number_in("optimizer.teleprompter.c", c, 0, low_open=True, null=True)
         self.fit_reports: dict[str, Any] = {}
 
     def preflight(self, program: dspy.Module, trainset: list[dspy.Example]) -> None:

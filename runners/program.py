@@ -12,7 +12,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from common.contract import Inputs, ProgramContract, contract_for
-from common.errors import ClinprogError, ConfigError
+from common.errors import ClinprogError, ConfigError, number_in
 from common.files import file_sha256
 from common.outputs import append_main_log, output_dir, write_json, write_text
 from common.prediction_log import PredictionLog
@@ -103,10 +103,8 @@ def fingerprint(cfg: DictConfig, contract: ProgramContract, inputs: Inputs) -> d
 
 def check_data_limit(cfg: DictConfig, contract: ProgramContract) -> None:
     """data.limit (the first N items) is a positive integer or null (`-1` would silently drop the last item)."""
-    limit = (cfg.get("data") or {}).get("limit")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ConfigError(f"data.limit must be a positive integer (the first N {contract.unit}s) or null (every "
-                          f"{contract.unit}), not {limit!r}")
+    number_in("data.limit", (cfg.get("data") or {}).get("limit"), 1, integer=True, null=True,
+              note=f"the first N {contract.unit}s; null: every {contract.unit}")
 
 
 def finish(cfg: DictConfig, contract: ProgramContract, inputs: Inputs, records: list[dict[str, Any]]) -> Any:

@@ -9,7 +9,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from common.contract import Inputs, ProgramContract
-from common.errors import ConfigError
+from common.errors import number_in
 from common.logs import printable
 
 log = logging.getLogger(__name__)
@@ -19,12 +19,8 @@ SHARD_KEYS = ("num_shards", "shard")  # data.* keys that differ between the shar
 def shard_of(cfg: DictConfig) -> tuple[int, int]:
     """(data.shard, data.num_shards), checked: one error line for a value that cannot work."""
     data = cfg.get("data") or {}
-    num, shard = data.get("num_shards", 1), data.get("shard", 0)
-    if isinstance(num, bool) or not isinstance(num, int) or num < 1:
-        raise ConfigError(f"data.num_shards must be a positive integer (1: no sharding), not {num!r}")
-    if isinstance(shard, bool) or not isinstance(shard, int) or not 0 <= shard < num:
-        raise ConfigError(f"data.shard must be an integer from 0 to {num - 1} (data.num_shards={num}), not {shard!r}")
-    return shard, num
+    num = number_in("data.num_shards", data.get("num_shards", 1), 1, integer=True, note="1: no sharding")
+    return number_in("data.shard", data.get("shard", 0), 0, num - 1, integer=True, note=f"data.num_shards={num}"), num
 
 
 def bounds(count: int, shard: int, num_shards: int) -> tuple[int, int]:

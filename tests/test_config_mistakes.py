@@ -90,4 +90,4 @@ def test_a_builders_knob_is_named_from_the_root_of_the_config(tmp_path):
     proc = dispatch_run("program=archehr", "program.embedder.threads=0", "data.limit=1", f"hydra.run.dir={tmp_path}",
                         quiet=True)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == "error: program.embedder.threads must be auto or an integer from 1 to 256, not '0'"
+    assert proc.stderr.strip() == "error: program.embedder.threads must be an integer from 1 to 256 (or auto), not 0"

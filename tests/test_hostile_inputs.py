@@ -204,7 +204,7 @@ def test_a_bad_threads_variable_is_one_line_that_shows_no_value(tmp_path, monkey
     run = dispatch_run("program=archehr", "data.limit=1", f"hydra.run.dir={tmp_path}", quiet=True)
     assert run.returncode == 2
     assert run.stderr.strip().splitlines() == [
-        "error: CLINPROG_LLAMA_THREADS must be auto or a whole number from 1 to 256 (its value is not shown)"]
+        "error: CLINPROG_LLAMA_THREADS must be an integer from 1 to 256 (or auto); its value is not shown"]
     assert "hunter2" not in run.stdout + run.stderr
 
 

@@ -60,11 +60,11 @@ def test_a_case_file_cannot_carry_a_surrogate_and_says_so_in_one_line(tmp_path, 
 
 
 # --- 2: a ConfigError inside Hydra's instantiate ---------------------------------------------------------------------
-@pytest.mark.parametrize("value", ["0", "lots"])
-def test_a_builder_config_error_inside_instantiate_is_one_line(tmp_path, value):
+@pytest.mark.parametrize(("value", "shown"), [("0", "0"), ("lots", "'lots'")])
+def test_a_builder_config_error_inside_instantiate_is_one_line(tmp_path, value, shown):
     run = dispatch_run("program=archehr", f"program.embedder.threads={value}", "data.limit=1",
                        f"hydra.run.dir={tmp_path}", quiet=True)
-    assert one_error_line(run) == f"error: program.embedder.threads must be auto or an integer from 1 to 256, not '{value}'"
+    assert one_error_line(run) == f"error: program.embedder.threads must be an integer from 1 to 256 (or auto), not {shown}"
     assert "InstantiationException" not in run.stdout + run.stderr
 
 
@@ -153,8 +153,8 @@ def test_xml_and_fields_of_another_case_together_are_refused(extra):
 # --- 6: the smaller ones ---------------------------------------------------------------------------------------------
 def test_the_judge_under_the_default_grounding_names_the_options_that_have_it():
     assert composition_error("program=archehr", "program.grounding.judge=lm") == (
-        "error: program.grounding.judge: not a parameter of the grounding stage in use (program/archehr/grounding=none, "
-        "parameters: none); it belongs to claims, reader, similarity: add program/archehr/grounding=claims")
+        "error: program.grounding.judge: not a setting of program/archehr/grounding=none (the grounding stage in use); "
+        "its settings: none; it belongs to claims, reader, similarity: add program/archehr/grounding=claims")
 
 
 def test_a_folder_as_training_data_says_it_is_a_folder(tmp_path):
@@ -234,10 +234,11 @@ def test_a_type_error_inside_a_builder_is_not_taken_for_an_unknown_key():
 
 
 @pytest.mark.parametrize(("override", "message"), [
-    ("program.eval.avg_threshold=abc", "program.eval.avg_threshold must be a number from 1 to 5"),
-    ("program.eval.avg_threshold=9", "program.eval.avg_threshold must be a number from 1 to 5"),  # nothing could pass
-    ("program.react.max_steps=0", "program.react.max_steps must be a whole number >= 1"),
-    ("program.reflexion.max_episodes=0", "program.reflexion.max_episodes must be a whole number >= 1"),
+    ("program.eval.avg_threshold=abc", "program.eval.avg_threshold must be a number in [1, 5] (a review scores 1-5), "
+                                       "not 'abc'"),
+    ("program.eval.avg_threshold=9", "program.eval.avg_threshold must be a number in [1, 5]"),  # nothing could pass
+    ("program.react.max_steps=0", "program.react.max_steps must be an integer >= 1, not 0"),
+    ("program.reflexion.max_episodes=0", "program.reflexion.max_episodes must be an integer >= 1, not 0"),
 ])
 def test_a_mediqa_corr_loop_setting_that_cannot_work_is_one_line_before_any_note(tmp_path, override, message):
     run = dispatch_run("program=mediqa_corr", "lm=embedded", "program.search.enabled=false", "data.limit=1", override,

@@ -120,7 +120,7 @@ def test_the_agents_history_keeps_to_its_budget_oldest_results_first():
 def test_history_tokens_must_be_a_positive_whole_number():
     from programs.mediqa_corr.react import MedReAct
 
-    with pytest.raises(ConfigError, match="history_tokens must be null or a whole number >= 1"):
+    with pytest.raises(ConfigError, match=r"^program.react.history_tokens must be an integer >= 1 or null, not 0$"):
         MedReAct(max_steps=2, history_tokens=0)
 
 

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.integration
 
 # tiny runs: one case, no BERTScore model, no progress bars; threshold 7 is refused by the evidence stage
 TINY = ("program=archehr", "data.limit=1", "program/archehr/question=baseline")
-BAD = "program.evidence.threshold must be a number [0.0, 1.0] or null (the fitted value), not 7"
+BAD = "program.evidence.threshold must be a number in [0, 1] or null (the fitted value), not 7"
 LAUNCHERS = {"basic": (), "joblib": ("hydra/launcher=joblib", "hydra.launcher.n_jobs=2")}
 
 

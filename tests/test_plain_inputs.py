@@ -137,7 +137,7 @@ def test_a_note_cell_over_the_csv_modules_own_limit_gets_the_knobs_message(tmp_p
 
 
 def test_limits_that_cannot_work_are_a_config_error(tmp_path):
-    with pytest.raises(ConfigError, match=r"data.plain.max_sentence_chars must be a positive integer, not 0"):
+    with pytest.raises(ConfigError, match=r"^data.plain.max_sentence_chars must be an integer >= 1, not 0$"):
         load_plain_cases(jsonl(tmp_path, ROW), {**LIMITS, "max_sentence_chars": 0})
 
 

@@ -117,7 +117,7 @@ def test_data_limit_must_be_a_positive_integer_or_null(program, task, limit):
 
     cfg = compose_config(f"program={program}", f"task={task}", f"data.limit={limit}",
                          f"++data.submissions={ROOT / 'nowhere'}")
-    with pytest.raises(ConfigError, match=r"^data.limit must be a positive integer \(the first N \w+s\) or null"):
+    with pytest.raises(ConfigError, match=r"^data.limit must be an integer >= 1 or null \(the first N \w+s; null: every "):
         getattr(runner, task)(cfg)
 
 
@@ -125,8 +125,8 @@ def test_bad_data_limit_and_a_run_dir_that_is_a_file_are_one_error_line(tmp_path
     a_file = tmp_path / "results.txt"
     a_file.write_text("mine")
     limit = dispatch_run(*BASELINE, "data.limit=abc", f"hydra.run.dir={tmp_path / 'run'}")
-    assert limit.returncode == 2 and limit.stderr == ("error: data.limit must be a positive integer (the first N "
-                                                      "cases) or null (every case), not 'abc'\n")
+    assert limit.returncode == 2 and limit.stderr == ("error: data.limit must be an integer >= 1 or null (the first N "
+                                                      "cases; null: every case), not 'abc'\n")
     proc = run_main(*BASELINE, f"hydra.run.dir={a_file}")  # Hydra's callback refuses it
     assert proc.returncode == 2 and proc.stderr == (f"error: hydra.run.dir={a_file} is a file, not a folder; choose "
                                                     "a folder for the run's outputs\n")

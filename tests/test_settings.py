@@ -43,7 +43,7 @@ def test_a_serve_knob_that_cannot_work_is_one_error_line_before_anything_loads(t
 def test_a_section_that_is_not_a_mapping_or_holds_an_unknown_key_is_refused():
     with pytest.raises(ConfigError, match=r"^serve must be a mapping of its settings, not 5$"):
         settings(OmegaConf.create({"serve": 5}), "serve")
-    with pytest.raises(ConfigError, match=r"^serve.max_conections is not a setting of serve: choose from \["):
+    with pytest.raises(ConfigError, match=r"^serve.max_conections: not a setting of serve; its settings: host, keep_alive_s, "):
         settings(OmegaConf.create({"serve": {"max_conections": 5}}), "serve")
 
 

@@ -41,7 +41,7 @@ def test_slices_are_contiguous_cover_every_item_once_and_differ_by_at_most_one()
 @pytest.mark.parametrize(("num", "shard", "says"), [
     (2, 2, "data.shard must be an integer from 0 to 1 (data.num_shards=2), not 2"),
     (2, -1, "data.shard must be an integer from 0 to 1"),
-    (0, 0, "data.num_shards must be a positive integer (1: no sharding), not 0"),
+    (0, 0, "data.num_shards must be an integer >= 1 (1: no sharding), not 0"),
     (2, "a", "data.shard must be an integer from 0 to 1 (data.num_shards=2), not 'a'"),
 ])
 def test_a_shard_setting_that_cannot_work_is_one_config_error(num, shard, says):

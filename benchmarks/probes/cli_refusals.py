@@ -250,17 +250,17 @@ def threads_probes(c: Cli) -> None:
     for value in ("", "two", "${oc.env:HOME}"):
         refused("36", f"CLINPROG_LLAMA_THREADS={value!r} is one line that shows no value", "data.limit=1",
                 base=("program=archehr", *QUIET), env={"CLINPROG_LLAMA_THREADS": value},
-                exact="error: CLINPROG_LLAMA_THREADS must be auto or a whole number from 1 to 256 (its value is not "
-                      "shown)")
-    for value in ("0", "lots"):  # #54: a ConfigError inside Hydra's instantiate was a Hydra traceback
+                exact="error: CLINPROG_LLAMA_THREADS must be an integer from 1 to 256 (or auto); its value is not shown")
+    for value, shown in (("0", "0"), ("lots", "'lots'")):  # #54: a ConfigError inside Hydra's instantiate was a traceback
         refused("54", f"program.embedder.threads={value} is one line", f"program.embedder.threads={value}",
                 "data.limit=1", base=("program=archehr", *QUIET),
-                exact=f"error: program.embedder.threads must be auto or an integer from 1 to 256, not '{value}'")
+                exact=f"error: program.embedder.threads must be an integer from 1 to 256 (or auto), not {shown}")
     for key in ("+tracking.bogus=1", "+program.embedder.bogus=1", "+lm.client.chat_format=chatml"):
         refused("r8", f"{key} (a key the built class does not take) is one line naming its settings", key,
                 *(("tracking=mlflow",) if "tracking" in key else ("lm=embedded",) if "lm.client" in key else ()),
                 "data.limit=1", base=("program=archehr", *QUIET), says="its settings: ")
     refused("54", "program.grounding.judge=lm under grounding=none names the options that have it",
-            "program.grounding.judge=lm", base=("program=archehr", *QUIET), says="parameters: none); it belongs to")
+            "program.grounding.judge=lm", base=("program=archehr", *QUIET),
+            says="(the grounding stage in use); its settings: none; it belongs to")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from common.errors import ConfigError
+from common.errors import number_in
 from common.note_text import split_sentences
 
 _SENTENCE_END = (".", "!", "?")
@@ -57,7 +57,5 @@ def last_question_sentence(narrative: str) -> str:
 
 def check_answer_limits(max_words: object, soft_cut_ratio: object) -> None:
     """max_words an integer >= 1 (0 gives empty answers, a negative one cuts from the end), soft_cut_ratio in [0, 1]."""
-    if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
-        raise ConfigError(f"program.answer.max_words must be an integer >= 1, not {max_words!r}")
-    if isinstance(soft_cut_ratio, bool) or not isinstance(soft_cut_ratio, (int, float)) or not 0 <= soft_cut_ratio <= 1:
-        raise ConfigError(f"program.answer.soft_cut_ratio must be a number in [0, 1], not {soft_cut_ratio!r}")
+    number_in("program.answer.max_words", max_words, 1, integer=True)
+    number_in("program.answer.soft_cut_ratio", soft_cut_ratio, 0, 1)

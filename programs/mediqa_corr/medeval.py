@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import dspy
 
-from common.errors import ConfigError
+from common.errors import ConfigError, number_in
 from common.failures import RECOVERABLE, failure_reason
 from common.markup import without_markup
 from signatures.constrained import with_output_schema
@@ -33,13 +33,9 @@ class MedEval(dspy.Module):
         if not criteria:
             raise ConfigError("program.eval.criteria: MedEval needs at least one criterion")
         for key, value in (("avg_threshold", avg_threshold), ("min_threshold", min_threshold)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1 <= value <= 5:
-                raise ConfigError(f"program.eval.{key} must be a number from 1 to 5 (a review scores 1-5), "
-                                  f"not {str(value)[:40]!r}")
-        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
-            raise ConfigError(f"program.eval.samples must be a whole number >= 1, not {str(samples)[:40]!r}")
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
-            raise ConfigError(f"program.eval.temperature must be a number from 0 to 2, not {str(temperature)[:40]!r}")
+            number_in(f"program.eval.{key}", value, 1, 5, note="a review scores 1-5")
+        number_in("program.eval.samples", samples, 1, integer=True)
+        number_in("program.eval.temperature", temperature, 0, 2)
         self.criteria = dict(criteria)
         self.samples, self.temperature = samples, temperature
         self.avg_threshold, self.min_threshold = avg_threshold, min_threshold

@@ -7,7 +7,7 @@ import time
 
 import dspy
 
-from common.errors import ConfigError
+from common.errors import number_in
 from common.usage import UsageLedger
 from programs.mediqa_corr.final_parser import MedFinalParser
 from programs.mediqa_corr.medeval import MedEval
@@ -26,10 +26,7 @@ class MedReActNMedReFlex(dspy.Module):
     def __init__(self, *, react: MedReAct, evaluator: MedEval, reflexion: MedReFlex, parser: MedFinalParser,
                  max_episodes: int, role_lms: dict[str, dspy.LM] | None = None) -> None:
         super().__init__()
-        if isinstance(max_episodes, bool) or not isinstance(max_episodes, int) or max_episodes < 1:
-            raise ConfigError(f"program.reflexion.max_episodes must be a whole number >= 1, not "
-                              f"{str(max_episodes)[:40]!r}")
-        self.max_episodes = max_episodes
+        self.max_episodes = number_in("program.reflexion.max_episodes", max_episodes, 1, integer=True)
         self.react, self.evaluator, self.reflexion, self.parser = react, evaluator, reflexion, parser
         self._role_lms = dict(role_lms or {})
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import dspy
 
-from common.errors import ConfigError
+from common.errors import number_in
 from common.failures import RECOVERABLE, failure_reason
 from common.markup import without_markup
 from signatures.constrained import with_output_schema, with_output_variants
@@ -115,14 +115,9 @@ class MedReAct(dspy.Module):
     def __init__(self, max_steps: int, search: Callable[..., str] | None = None,
                  history_tokens: int | None = None) -> None:
         super().__init__()
-        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-            raise ConfigError(f"program.react.max_steps must be a whole number >= 1, not {str(max_steps)[:40]!r}")
-        if history_tokens is not None and (isinstance(history_tokens, bool) or not isinstance(history_tokens, int)
-                                           or history_tokens < 1):
-            raise ConfigError(f"program.react.history_tokens must be null or a whole number >= 1, not "
-                              f"{str(history_tokens)[:40]!r}")
-        self.max_steps = max_steps
-        self.history_tokens = history_tokens  # the budget of the earlier steps in each prompt (null: no bound)
+        self.max_steps = number_in("program.react.max_steps", max_steps, 1, integer=True)
+        # the budget of the earlier steps in each prompt (null: no bound)
+        self.history_tokens = number_in("program.react.history_tokens", history_tokens, 1, integer=True, null=True)
         self.search = search
         self.step = dspy.Predict(MedReActStep)
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import dspy
 
-from common.errors import ConfigError
+from common.errors import ConfigError, number_in
 from common.parameters import LogisticHead
 from programs.archehr.alignment.features import ALIGNMENT_FEATURE_SET, ALIGNMENT_FEATURES, alignment_features
 from programs.archehr.alignment.fit import alignment_cases, fit_alignment
-from programs.archehr.shared.heads import check_override, fitted_selection, training_cases
+from programs.archehr.shared.heads import fitted_selection, override, training_cases
 from programs.archehr.shared.note_layout import is_header
 from programs.archehr.shared.selection import select_links
 from retrieval.embed import Embedder
@@ -30,12 +30,10 @@ class LearnedAligner(dspy.Module):
         super().__init__()
         self.embedder = embedder
         where = "program.alignment"
-        if isinstance(max_citations, bool) or not isinstance(max_citations, int) or max_citations < 1:
-            raise ConfigError(f"{where}.max_citations must be an integer >= 1, not {max_citations!r}")
-        self.max_citations = max_citations
-        self.overrides = {"threshold": check_override(where, "threshold", threshold, 0.0, 1.0),
-                          "relative": check_override(where, "relative", relative, 0.0, 1.0),
-                          "min_links": check_override(where, "min_links", min_links, 0, None, integer=True)}
+        self.max_citations = number_in(f"{where}.max_citations", max_citations, 1, integer=True)
+        self.overrides = {"threshold": override(f"{where}.threshold", threshold, 0, 1),
+                          "relative": override(f"{where}.relative", relative, 0, 1),
+                          "min_links": override(f"{where}.min_links", min_links, 0, integer=True)}
         self.scorer = LogisticHead(ALIGNMENT_FEATURE_SET, ALIGNMENT_FEATURES, embedder.name)
 
     def selection(self) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from typing import Any
 
 import dspy
 
-from common.errors import ConfigError
+from common.errors import ConfigError, number_in
 from common.failures import RECOVERABLE, StageOutputError, failure_reason
 from programs.archehr.shared.note_layout import is_header
 from programs.archehr.shared.similarity import cosine_matrix
@@ -39,13 +39,10 @@ class LMAligner(dspy.Module):
         super().__init__()
         if form not in FORMS:
             raise ConfigError(f"program.alignment.form must be one of {', '.join(FORMS)}, not {str(form)[:40]!r}")
-        if min_citations not in (0, 1) or isinstance(min_citations, bool):
-            raise ConfigError(f"program.alignment.min_citations must be 0 or 1, not {str(min_citations)[:40]!r}")
+        number_in("program.alignment.min_citations", min_citations, 0, 1, integer=True)
         if cite_by not in CITE_BY:
             raise ConfigError(f"program.alignment.cite_by must be one of {', '.join(CITE_BY)}, not {str(cite_by)[:40]!r}")
-        if candidates is not None and (isinstance(candidates, bool) or not isinstance(candidates, int)
-                                       or candidates < 1):
-            raise ConfigError(f"program.alignment.candidates must be null or a whole number >= 1, not {candidates!r}")
+        number_in("program.alignment.candidates", candidates, 1, integer=True, null=True)
         if candidates is not None and form != "per_sentence":
             raise ConfigError("program.alignment.candidates needs program.alignment.form=per_sentence")
         if cite_by == "id_both_ends" and form != "per_sentence":

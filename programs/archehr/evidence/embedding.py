@@ -8,7 +8,7 @@ import math
 
 import dspy
 
-from common.errors import ConfigError
+from common.errors import number_in
 from programs.archehr.evidence.lm import select_by_likert
 from programs.archehr.shared.lexical import bm25_scores
 from programs.archehr.shared.note_layout import is_header
@@ -32,13 +32,10 @@ class EmbeddingEvidenceScorer(dspy.Module):
     def __init__(self, embedder: Embedder, anchor: str = "both", top_share: float = 0.6, min_selected: int = 1,
                  lexical_weight: float = 0.0, relative: bool = True, cuts: tuple[float, ...] = DEFAULT_CUTS) -> None:
         super().__init__()
-        if not 0.0 < top_share <= 1.0:
-            raise ConfigError(f"program.evidence.top_share must be in (0, 1], not {top_share!r}")
-        if min_selected < 1:
-            raise ConfigError(f"program.evidence.min_selected must be >= 1, not {min_selected!r}")
+        number_in("program.evidence.top_share", top_share, 0, 1, low_open=True)
+        number_in("program.evidence.min_selected", min_selected, 1, integer=True)
+        number_in("program.evidence.lexical_weight", lexical_weight, 0, 1)
         self.top_share, self.min_selected = top_share, min_selected
-        if not 0.0 <= lexical_weight <= 1.0:
-            raise ConfigError(f"program.evidence.lexical_weight must be in [0, 1], not {lexical_weight!r}")
         self.embedder = embedder
         self.anchor = check_anchor(anchor)  # both (question + narrative): chosen by cross-validation
         self.relative = relative

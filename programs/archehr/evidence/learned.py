@@ -14,7 +14,7 @@ from common.parameters import LogisticHead
 from programs.archehr.evidence.embedding import DEFAULT_CUTS, to_likert
 from programs.archehr.evidence.features import EVIDENCE_FEATURE_SET, EVIDENCE_FEATURES
 from programs.archehr.evidence.fit import HeadColumns, evidence_cases, fit_evidence, learned_columns
-from programs.archehr.shared.heads import check_override, fitted_selection, training_cases
+from programs.archehr.shared.heads import fitted_selection, override, training_cases
 from programs.archehr.shared.note_layout import is_header
 from programs.archehr.shared.selection import select_by_probability
 from programs.archehr.stages import anchor_parts, check_anchor
@@ -35,9 +35,9 @@ class LearnedEvidenceScorer(dspy.Module):
         self.embedder = embedder
         self.anchor = check_anchor(anchor)
         where = "program.evidence"
-        self.overrides = {"threshold": check_override(where, "threshold", threshold, 0.0, 1.0),
-                          "relative": check_override(where, "relative", relative, 0.0, 1.0),
-                          "min_selected": check_override(where, "min_selected", min_selected, 0, None, integer=True)}
+        self.overrides = {"threshold": override(f"{where}.threshold", threshold, 0, 1),
+                          "relative": override(f"{where}.relative", relative, 0, 1),
+                          "min_selected": override(f"{where}.min_selected", min_selected, 0, integer=True)}
         self.scorer = LogisticHead(EVIDENCE_FEATURE_SET, EVIDENCE_FEATURES, embedder.name)
         self.cuts = tuple(cuts)
 

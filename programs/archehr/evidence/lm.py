@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dspy
 
-from common.errors import ConfigError
+from common.errors import ConfigError, number_in
 from common.failures import RECOVERABLE, StageOutputError, failure_reason
 from programs.archehr.stages import anchor_text, check_anchor
 from programs.archehr.text import numbered
@@ -57,9 +57,7 @@ class LMEvidenceScorer(dspy.Module):
         self.fallback_count = fallback_count
         if form not in FORMS:
             raise ConfigError(f"program.evidence.form must be one of {', '.join(FORMS)}, not {str(form)[:40]!r}")
-        if group_size is not None and (isinstance(group_size, bool) or not isinstance(group_size, int)
-                                       or group_size < 1):
-            raise ConfigError(f"program.evidence.group_size must be null or a whole number >= 1, not {group_size!r}")
+        number_in("program.evidence.group_size", group_size, 1, integer=True, null=True)
         if group_size is not None and form == "per_sentence":
             raise ConfigError("program.evidence.group_size applies to the list and by_id forms; per_sentence rates "
                               "one sentence per call (set group_size=null)")

@@ -6,7 +6,7 @@ its best support lacks, or when its best support has cosine below `min_similarit
 
 from __future__ import annotations
 
-from common.errors import ConfigError
+from common.errors import ConfigError, number_in
 from programs.archehr.grounding.similarity import NoteFacts, SimilarityGroundingCheck, content
 from programs.archehr.grounding.verdicts import CONTRADICTED, NOT_IN_NOTE, SUPPORTED
 from programs.archehr.shared.claims import contradictions, named_drugs, named_terms, quantities, unsupported_quantities
@@ -27,12 +27,9 @@ class ClaimsGroundingCheck(SimilarityGroundingCheck):
         super().__init__(embedder, min_similarity, min_coverage, on_unsupported, max_words, soft_cut_ratio, judge)
         if unknown_terms not in ("lexicon", "tokenizer"):
             raise ConfigError(f"program.grounding.unknown_terms must be lexicon or tokenizer, not {unknown_terms!r}")
-        if not 0.0 <= number_tolerance < 1.0:
-            raise ConfigError(f"program.grounding.number_tolerance must be in [0, 1), not {number_tolerance!r}")
-        if number_context < 0:
-            raise ConfigError(f"program.grounding.number_context must be >= 0, not {number_context!r}")
-        self.number_tolerance, self.check_negation, self.unknown_terms = number_tolerance, check_negation, unknown_terms
-        self.number_context = number_context
+        self.number_tolerance = number_in("program.grounding.number_tolerance", number_tolerance, 0, 1, high_open=True)
+        self.number_context = number_in("program.grounding.number_context", number_context, 0, integer=True)
+        self.check_negation, self.unknown_terms = check_negation, unknown_terms
 
     def verdict(self, text: str, cited: list[NoteSentence], note: list[NoteSentence],
                 facts: NoteFacts | None = None) -> dict:

@@ -3,7 +3,7 @@ either flags it (`rules: false`: the verifier alone). With `judge: lm` the verif
 
 from __future__ import annotations
 
-from common.errors import ConfigError
+from common.errors import ConfigError, number_in
 from programs.archehr.grounding.claims import ClaimsGroundingCheck
 from programs.archehr.grounding.reader_verifier import ReaderVerifier
 from programs.archehr.grounding.similarity import NoteFacts
@@ -22,11 +22,9 @@ class ReaderGroundingCheck(ClaimsGroundingCheck):
                  rules: bool = True, judge_from: float = 0.0) -> None:
         super().__init__(embedder, min_similarity, number_tolerance, number_context, check_negation, unknown_terms,
                          on_unsupported, max_words, soft_cut_ratio, judge, min_coverage)
-        if isinstance(judge_from, bool) or not isinstance(judge_from, (int, float)) or not 0.0 <= judge_from <= 1.0:
-            raise ConfigError(f"program.grounding.judge_from must be a number in [0, 1], not {judge_from!r}")
-        if judge_from and judge != "lm":
+        self.judge_from = number_in("program.grounding.judge_from", judge_from, 0, 1)
+        if self.judge_from and judge != "lm":
             raise ConfigError("program.grounding.judge_from gates the LM judge: set program.grounding.judge=lm too")
-        self.judge_from = float(judge_from)
         if not isinstance(rules, bool):
             raise ConfigError(f"program.grounding.rules must be true or false, not {rules!r}")
         if not isinstance(verifier, ReaderVerifier):

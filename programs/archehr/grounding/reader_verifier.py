@@ -12,7 +12,7 @@ from typing import Any
 import dspy
 import numpy as np
 
-from common.errors import ConfigError
+from common.errors import ConfigError, number_in
 from common.logistic_fit import fit_scorer, folds
 from common.parameters import LearnedStateError, LogisticHead
 from lms.reader import GGUFReader
@@ -32,14 +32,12 @@ class ReaderVerifier(dspy.Module):
     def __init__(self, reader: GGUFReader, threshold: float | None = None, max_false_flags: float = 0.04,
                  fabrications: Sequence[str] = ()) -> None:
         super().__init__()
-        if threshold is not None and not 0.0 < float(threshold) <= 1.0:
-            raise ConfigError(f"program.grounding.verifier.threshold must be in (0, 1] or null, not {threshold!r}")
-        if not 0.0 <= float(max_false_flags) < 1.0:
-            raise ConfigError(f"program.grounding.verifier.max_false_flags must be in [0, 1), not {max_false_flags!r}")
+        threshold = number_in("program.grounding.verifier.threshold", threshold, 0, 1, low_open=True, null=True)
+        max_false_flags = number_in("program.grounding.verifier.max_false_flags", max_false_flags, 0, 1, high_open=True)
         if isinstance(fabrications, str):
             fabrications = [fabrications]
         self.reader = reader
-        self.threshold_setting, self.max_false_flags = threshold, float(max_false_flags)
+        self.threshold_setting, self.max_false_flags = threshold, max_false_flags
         self.fabrications = [str(f) for f in fabrications or ()]
         # the reader's identity is in the set's name: its columns are numbered, so only the name tells readings apart
         self.weights = LogisticHead(f"reader_verifier/1:{reader.name}", tuple(f"reader_{i}" for i in range(reader.dim)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dspy
 
-from common.errors import ConfigError
+from common.errors import ConfigError, number_in
 from programs.archehr.question.text import BASELINES, normalise_message
 from programs.archehr.text import truncate_words
 
@@ -17,9 +17,7 @@ class BaselineQuestion(dspy.Module):
         super().__init__()
         if method not in BASELINES:
             raise ConfigError(f"program.question.method must be one of {sorted(BASELINES)}, not {method!r}")
-        if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
-            raise ConfigError(f"program.question.max_words must be an integer >= 1, not {max_words!r}")
-        self.max_words, self.method = max_words, method
+        self.max_words, self.method = number_in("program.question.max_words", max_words, 1, integer=True), method
 
     def forward(self, patient_narrative: str, patient_question: str = "") -> dspy.Prediction:
         message = normalise_message(patient_narrative or "")

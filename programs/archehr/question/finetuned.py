@@ -17,7 +17,7 @@ import numpy as np
 
 from common.control_tokens import has_control_tokens
 from common.cpu import threads_now, threads_setting
-from common.errors import ConfigError
+from common.errors import ConfigError, number_in
 from common.parameters import LearnedStateError, LogisticHead, LoraAdapter
 from lms.gguf_causal_lm import BaseModel, batch_decoder, gguf_architecture, merged_llama
 from programs.archehr.question import candidate_cache
@@ -81,19 +81,13 @@ class FinetunedQuestion(dspy.Module):
         if register not in ("auto", *REGISTERS):
             raise ConfigError(f"{where}.register must be one of {['auto', *REGISTERS]}, not {register!r}")
         # bounds: the candidates decode together, so samples and reply length size the model's cache
-        checks = {"max_words": (max_words, 1, 200), "samples": (samples, 0, 63),
-                  "max_new_tokens": (max_new_tokens, 4, 256)}
-        for name, (value, low, high) in checks.items():
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise ConfigError(f"{where}.{name} must be an integer from {low} to {high}, not {value!r}")
-        for name, value in (("coverage_weight", coverage_weight), ("opening_weight", opening_weight)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
-                raise ConfigError(f"{where}.{name} must be a number in [0, 100], not {value!r}")
-        self.opening_weight = float(opening_weight)
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 < temperature <= 5:
-            raise ConfigError(f"{where}.temperature must be a number in (0, 5], not {temperature!r}")
-        self.max_words, self.register, self.samples, self.temperature = max_words, register, samples, float(temperature)
-        self.coverage_weight, self.max_new_tokens = float(coverage_weight), max_new_tokens
+        self.max_words = number_in(f"{where}.max_words", max_words, 1, 200, integer=True)
+        self.samples = number_in(f"{where}.samples", samples, 0, 63, integer=True)
+        self.max_new_tokens = number_in(f"{where}.max_new_tokens", max_new_tokens, 4, 256, integer=True)
+        self.coverage_weight = number_in(f"{where}.coverage_weight", coverage_weight, 0, 100)
+        self.opening_weight = number_in(f"{where}.opening_weight", opening_weight, 0, 100)
+        self.temperature = number_in(f"{where}.temperature", temperature, 0, 5, low_open=True)
+        self.register = register
         self.threads = threads_setting(threads, f"{where}.threads")
         if not isinstance(cache, bool):
             raise ConfigError(f"{where}.cache must be true or false, not {cache!r}")

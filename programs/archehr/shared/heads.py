@@ -3,25 +3,17 @@ rule in use, the training cases a fit reads."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import dspy
 
-from common.errors import ConfigError
+from common.errors import ConfigError, number_in
 from common.parameters import LearnedStateError, LogisticHead
 from tasks.archehr.data import Case, KeyCase
 
-
-def check_override(where: str, name: str, value: Any, low: float, high: float | None, integer: bool = False) -> Any:
-    """A configured override: a number in [low, high] (an integer when `integer`), or None (the fitted value)."""
-    if value is None:
-        return None
-    ok = not isinstance(value, bool) and isinstance(value, int if integer else (int, float))
-    if not ok or value < low or (high is not None and value > high) or value != value:
-        bounds = f"[{low}, {high}]" if high is not None else f">= {low}"
-        raise ConfigError(f"{where}.{name} must be {'an integer' if integer else 'a number'} {bounds} or null (the "
-                          f"fitted value), not {value!r}")
-    return value
+# a configured override of a fitted selection rule: a number (its bounds), or null (the fitted value)
+override = partial(number_in, null=True, note="the fitted value")
 
 
 def fitted_selection(head: LogisticHead, overrides: dict[str, Any], where: str) -> dict[str, Any]:
