@@ -76,18 +76,15 @@ def build_dense_index(vectors: np.ndarray, *, hnsw_threshold: int, hnsw_m: int =
     n, dim = vectors.shape
     if n > hnsw_threshold:
         inner = faiss.IndexHNSWFlat(dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
-        inner.hnsw.efConstruction = ef_construction
+        inner.hnsw.efConstruction, inner.hnsw.efSearch = ef_construction, ef_search  # add() reads efConstruction only
         kind = f"hnsw(M={hnsw_m})"
     else:
         inner, kind = faiss.IndexFlatIP(dim), "exact"
     if ids is None:
-        index = inner
-        index.add(vectors)
-    else:
-        index = faiss.IndexIDMap(inner)
-        index.add_with_ids(vectors, np.ascontiguousarray(ids, dtype=np.int64))
-    if n > hnsw_threshold:
-        inner.hnsw.efSearch = ef_search
+        inner.add(vectors)
+        return inner, kind
+    index = faiss.IndexIDMap(inner)
+    index.add_with_ids(vectors, np.ascontiguousarray(ids, dtype=np.int64))
     return index, kind
 
 
@@ -152,9 +149,7 @@ class LocalIndex:
         manifest = self._manifest or {}
         recorded = manifest.get("reindex") or {}
         commands = [repair_command(recorded.get(name), name, self.path) for name in manifest.get("corpora", {})]
-        if not commands:
-            commands = [repair_command(None, None, self.path)]
-        runs = " then ".join(f"`{c}`" for c in commands)
+        runs = " then ".join(f"`{c}`" for c in commands or [repair_command(None, None, self.path)])
         return f"{runs} repairs it (or remove the folder and re-index)"
 
     def check_embedder(self) -> None:
@@ -238,7 +233,7 @@ class LocalIndex:
                 self._set_meta(db, "next_vid", keep)
                 self._bump_generation(db)
                 db.commit()
-                with path.open("r+b") if path.exists() else path.open("wb") as fh:
+                with path.open("r+b" if path.exists() else "wb") as fh:
                     fh.truncate(keep * row_bytes)
                 repaired.append(f"store.sqlite rows {keep}..{end - 1} had no vectors: {lost} chunks removed, they "
                                 "are re-added")
