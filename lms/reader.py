@@ -37,7 +37,7 @@ import numpy as np
 
 from common.cpu import threads_now, threads_setting
 from common.errors import ClinprogError, ConfigError, number_in
-from common.files import file_version
+from common.files import file_sha256, file_version
 from common.vector_store import VectorStore, cpu_flags
 
 KIND = "clinprog.reader.vector"
@@ -82,12 +82,8 @@ def model_file(model: str, model_path: str | None) -> Path:
 
 
 @functools.lru_cache(maxsize=8)
-def _sha256(path: str, size: int, mtime_ns: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(8 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+def _sha256(path: str, size: int, mtime_ns: int) -> str:  # keyed by file_version: a rewritten file is hashed again
+    return file_sha256(path)
 
 
 @functools.lru_cache(maxsize=1)
@@ -183,11 +179,11 @@ class GGUFReader:
         return int(self._llm()[0].n_embd())
 
     def _vector_store(self) -> VectorStore | None:
-        if self.cache and self._store is None:
+        if self.cache and self._store is None:  # self._store stays None without the cache
             self._store = VectorStore({"model_sha256": _sha256(*file_version(self.path)),
                                        "n_gpu_layers": self.n_gpu_layers, "form": self.form,
                                        "pooling": self.pooling}, KIND, reader_digest)
-        return self._store if self.cache else None
+        return self._store
 
     def read(self, question: str, sentences: list[str], message: str = "") -> np.ndarray:
         """(len(sentences), dim) float32: each note sentence read against the question (and the message when the
