@@ -201,9 +201,7 @@ class RunFolder:
             n += 1
             target = self.folder / "previous" / f"{stamp}-{n}"
         target.mkdir(parents=True)
-        names = {self.predictions.name, f"{self.predictions.name}.torn"}
-        outputs = sorted({p for pattern in OUTPUTS for p in self.folder.glob(pattern)
-                          if p.is_file() and p.name not in names}) + \
+        outputs = sorted({p for pattern in OUTPUTS for p in self.folder.glob(pattern) if p.is_file()}) + \
             [p for p in (self.folder / f"{self.predictions.name}.torn", self.predictions) if p.exists()]
         earlier_hydra = HYDRA_FILES_BEFORE.get(self.folder.resolve())
         if earlier_hydra:  # the earlier run's .hydra/*.yaml, as Hydra found them before this run rewrote them
