@@ -159,7 +159,7 @@ class LoraAdapter(FittedParameter):
         self.instructions: dict[str, str] = {}
         self.max_input_tokens = 0
         self.fit: dict[str, Any] = {}
-        self._id_cache: tuple[tuple[int, float], list[tuple[str, np.ndarray, np.ndarray]], str] | None = None
+        self._id_cache: tuple[tuple, list, str] | None = None  # (rank, alpha and the arrays' ids; the arrays; the id)
 
     @property
     def fitted(self) -> bool:
@@ -174,17 +174,15 @@ class LoraAdapter(FittedParameter):
         """A digest of the tensors and the scale: names the merged model. Hashing ~13 MB took ~14 ms per message, so it
         is kept while the very same (read-only) arrays and scale are in place."""
         arrays = [(name, *self.tensors[name]) for name in sorted(self.tensors)]
-        cached = self._id_cache
-        if (cached is not None and cached[0] == (self.rank, self.alpha) and len(cached[1]) == len(arrays)
-                and all(n == m and a is c and b is d for (n, a, b), (m, c, d) in zip(arrays, cached[1], strict=True))):
-            return cached[2]
-        digest = hashlib.sha256()
-        for name, a, b in arrays:
-            digest.update(name.encode())
-            digest.update(np.ascontiguousarray(a, dtype=np.float16).tobytes())
-            digest.update(np.ascontiguousarray(b, dtype=np.float16).tobytes())
-        digest.update(repr((self.rank, self.alpha)).encode())
-        self._id_cache = ((self.rank, self.alpha), arrays, digest.hexdigest()[:16])
+        key = (self.rank, self.alpha, [(name, id(a), id(b)) for name, a, b in arrays])
+        if self._id_cache is None or self._id_cache[0] != key:
+            digest = hashlib.sha256()
+            for name, a, b in arrays:
+                digest.update(name.encode())
+                digest.update(np.ascontiguousarray(a, dtype=np.float16).tobytes())
+                digest.update(np.ascontiguousarray(b, dtype=np.float16).tobytes())
+            digest.update(repr((self.rank, self.alpha)).encode())
+            self._id_cache = (key, arrays, digest.hexdigest()[:16])  # holding the arrays: no other array gets their ids
         return self._id_cache[2]
 
     def set(self, tensors: dict[str, tuple[np.ndarray, np.ndarray]], rank: int, alpha: float, base: dict[str, Any],
