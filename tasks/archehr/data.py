@@ -139,11 +139,9 @@ def decode_xml(data: bytes, where: str = "request") -> str:
     """`data` decoded as the XML parser decodes `data.cases` (a byte order mark, else the declared encoding, else
     UTF-8), so an upload reads as the same file does on the command line; undecodable bytes are one error line."""
     declared = _DECLARED.match(data[:300])
-    encoding = declared.group(1).decode("ascii") if declared else "utf-8"
-    for bom, codec in ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
-        if data.startswith(bom):
-            encoding = codec
-            break
+    boms = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+    encoding = next((codec for bom, codec in boms if data.startswith(bom)), None) or \
+        (declared.group(1).decode("ascii") if declared else "utf-8")
     try:
         return data.decode(encoding)
     except LookupError:
@@ -299,10 +297,11 @@ def load_question_pairs(path: str | Path) -> list[Case]:
         if qid in ids:
             raise ArchEHRDataError(f"{path}:{n}: id {qid[:40]!r} is on an earlier line too (ids must be unique)")
         ids.add(qid)
-        if (question.strip(), summary.strip()) in pairs:  # a repeated pair would weigh more in training, unseen
+        pair = (question.strip(), summary.strip())
+        if pair in pairs:  # a repeated pair would weigh more in training, unseen
             repeats += 1
             continue
-        pairs.add((question.strip(), summary.strip()))
+        pairs.add(pair)
         cases.append(Case(f"{path.stem}:{qid}", question, clinician_question=summary))
     if not cases:
         raise ArchEHRDataError(f"{path}: no question pairs")

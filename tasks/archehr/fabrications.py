@@ -257,8 +257,6 @@ def table(rows: Sequence[tuple[float, float, Score, bool]], kinds: Sequence[str]
 
 
 def kind_table(s: Score, kinds: Sequence[str]) -> list[str]:
-    lines = ["| kind | fabricated | flagged | recall | flag precision |", "|---|---|---|---|---|"]
-    for k in kinds:
-        lines.append(f"| {k} | {s.kinds[k]} | {s.flagged[k]} | {s.recall_of(k):.3f} | {s.precision_of(k):.3f} |")
-    lines.append(f"| all | {s.tp + s.fn} | {s.tp} | {s.recall:.3f} | {s.precision:.3f} |")
-    return lines
+    return ["| kind | fabricated | flagged | recall | flag precision |", "|---|---|---|---|---|",
+            *(f"| {k} | {s.kinds[k]} | {s.flagged[k]} | {s.recall_of(k):.3f} | {s.precision_of(k):.3f} |" for k in kinds),
+            f"| all | {s.tp + s.fn} | {s.tp} | {s.recall:.3f} | {s.precision:.3f} |"]
