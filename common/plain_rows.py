@@ -58,15 +58,14 @@ def is_plain(path: str | Path) -> bool:
 def read_rows(path: str | Path, table: Table) -> list[Row]:
     """The rows of `path` (.jsonl or .csv), checked against `table`; at least one."""
     path = Path(path)
-    problem = not_a_file(path)
-    if problem:
+    if problem := not_a_file(path):
         raise PlainInputError(problem)
     text = _decode(path)
-    raw = _jsonl(path, text) if path.suffix.lower() == ".jsonl" else _csv(path, text, table)
+    unit = "line" if path.suffix.lower() == ".jsonl" else "row"
+    raw = _jsonl(path, text) if unit == "line" else _csv(path, text, table)
     rows: list[Row] = []
     first: dict[str, int] = {}
     unknown: set[str] = set()
-    unit = "line" if path.suffix.lower() == ".jsonl" else "row"
     for number, record in raw:
         row = _check(f"{path}, {unit} {number}", number, record, table, str(path))
         rid = row.values[table.id_column]

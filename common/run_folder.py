@@ -154,15 +154,11 @@ class RunFolder:
         self.folder.mkdir(parents=True, exist_ok=True)
         try:
             self.lock.acquire()
-        except RunFolderError:
-            restore_hydra_files(self.folder)  # the folder's files stay those of the run that holds it
-            raise
-        try:
             self._check_fingerprint()
         except BaseException as exc:
-            self.lock.release()
-            if isinstance(exc, RunFolderError):
-                restore_hydra_files(self.folder)  # a refused run leaves the folder as it found it
+            self.lock.release()  # nothing to release when acquire() raised: it sets `held` last
+            if isinstance(exc, RunFolderError):  # a busy or refused folder keeps the files of the run that holds it
+                restore_hydra_files(self.folder)
             raise
         return self
 
