@@ -95,14 +95,11 @@ class RunLock:
     def _owner(self) -> dict[str, Any] | None:
         try:
             text = self.path.read_text(encoding="utf-8", errors="replace").strip()
-        except OSError:
-            return None
-        try:
             owner = json.loads(text) if text.startswith("{") else {"pid": int(text.split()[0])}  # older: a PID only
             owner["pid"] = int(owner["pid"])
             return owner
-        except (ValueError, KeyError, IndexError, TypeError):
-            return None  # a half-written lock file: its writer died between create and write
+        except (OSError, ValueError, KeyError, IndexError, TypeError):
+            return None  # gone, or half-written: its writer died between create and write
 
     @staticmethod
     def _stale(owner: dict[str, Any] | None) -> str | None:
