@@ -1,12 +1,11 @@
 """compile_report.md and .html, both from the dict runners/compile.py saves as compile_report.json: the val metric
-before and after, a train/val overlap warning, and each predictor's instruction (with the guard's verdict) and demos.
-The .html's markup is in compile_report.html.j2 beside this file."""
+before and after, a train/val overlap warning, and each predictor's instruction (with the guard's verdict) and demos."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from common.html import render
+from common.html import esc, json_block, page, table, word_diff
 from optimizers.instruction_guard import truncate
 
 REJECTED_SHOWN = 600   # characters of a rejected instruction shown
@@ -103,14 +102,49 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# --- html: the markup is in compile_report.html.j2 beside this file ----------------------------------------------
+# --- html ---------------------------------------------------------------------------------------------------------
+def html_demos(title: str, demos: list[dict[str, str]]) -> str:
+    items = "".join(f"<li>{esc(demo_text(d))}</li>" for d in demos)
+    return f"<h4>{esc(title)}: {len(demos)}</h4>" + (f"<ol>{items}</ol>" if items else "")
+
+
+def html_predictor(p: dict[str, Any]) -> str:
+    changed = p["instruction_proposed"] != p["instruction_before"]
+    mark = "good" if p["adopted"] else "bad"
+    head = f'<h3>{esc(p["predictor"])} <span class="tag {mark}">{esc(verdict_word(p))}</span></h3>'
+    if not p["adopted"]:
+        head += '<ul class="bad">' + "".join(f"<li>{esc(r)}</li>" for r in p["reasons"]) + "</ul>"
+    before = f"<h4>Instruction before</h4><pre>{esc(p['instruction_before'])}</pre>"
+    if not changed:
+        after = "<h4>Instruction after</h4><p class=muted>unchanged</p>"
+    elif p["adopted"]:
+        after = (f"<h4>Instruction after (adopted)</h4><pre>{esc(p['instruction_after'])}</pre>"
+                 f"<details><summary>word changes</summary><p>{word_diff(p['instruction_before'], p['instruction_after'])}"
+                 "</p></details>")
+    else:
+        after = (f'<h4 class="bad">Instruction proposed and rejected ({len(p["instruction_proposed"])} characters, '
+                 f'shown truncated)</h4><pre class="unsupported">'
+                 f'{esc(truncate(p["instruction_proposed"], REJECTED_SHOWN))}</pre>'
+                 "<p>Instruction after: the original, unchanged.</p>")
+    demos = f'<div class="grid"><div>{html_demos("Demos before", p["demos_before"])}</div>' \
+            f'<div>{html_demos("Demos after", p["demos_after"])}</div></div>'
+    return f'<section class="case">{head}{before}{after}{demos}</section>'
+
+
 def html(report: dict[str, Any]) -> str:
-    predictors = [{**p, "verdict_word": verdict_word(p), "changed": p["instruction_proposed"] != p["instruction_before"],
-                   "proposed_shown": truncate(p["instruction_proposed"], REJECTED_SHOWN),
-                   "demos_before": [demo_text(d) for d in p["demos_before"]],
-                   "demos_after": [demo_text(d) for d in p["demos_after"]]} for p in report["predictors"]]
+    warning = f'<p class="warn"><strong>{esc(report["overlap_warning"])}</strong></p>' \
+        if report.get("overlap_warning") else ""
+    guard = guard_lines(report) or ["no instruction was changed"]
     curated = report.get("curated_demos") or {}
-    return render("reports/compile_report.html.j2", report=report, predictors=predictors,
-                  scores=[(name, fmt_score(v)) for name, v in score_rows(report)],
-                  refused=(report.get("adoption") or {}).get("refused"), guard=guard_lines(report),
-                  curated=curated if any(curated.values()) else None)
+    refused = (report.get("adoption") or {}).get("refused")
+    body = (f"<h1>Compile: program={esc(report['program'])}, optimizer={esc(report['optimizer'])}</h1>{warning}"
+            + table(["", report["metric"]], [(name, fmt_score(v)) for name, v in score_rows(report)],
+                    caption=f"{report['val_size']} validation examples, {report['train_size']} training examples")
+            + (f'<p class="bad"><strong>Not adopted</strong>: {esc(refused)}</p>' if refused else "")
+            + "<h2>Instruction guard</h2><ul>" + "".join(f"<li>{esc(g)}</li>" for g in guard) + "</ul>"
+            + "<h2>Predictors</h2>" + "".join(html_predictor(p) for p in report["predictors"])
+            + (f"<p>Curated demos kept from the config (outside the predictors): {esc(curated)}</p>"
+               if any(curated.values()) else "")
+            + f"<h2>Saved</h2><p>{esc(report['saved'] or 'nothing (not adopted)')}</p>"
+            + json_block(report.get("optimizer_config")))
+    return page(f"clinprog compile {report['program']}", body, script="")

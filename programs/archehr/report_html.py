@@ -1,13 +1,12 @@
 """report.html of an ArchEHR run: scores (with trivial baselines given a key), usage per stage, and each case's
-narrative, questions, note shaded by evidence score with gold labels, and answer with citations and grounding flags.
-The markup is in report.html.j2 beside this file; here, what it shows: the records' fields typed, rows and counts."""
+narrative, questions, note shaded by evidence score with gold labels, and answer with citations and grounding flags."""
 
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any
 
-from common.html import render as render_page
+from common.html import bar_chart, echo, esc, filters, page, table
 from common.record_fields import entries, integer, mapping, number, seconds, text, texts
 from programs.archehr.grounding.verdicts import flagged
 from programs.archehr.question.text import first_person, opening
@@ -16,7 +15,6 @@ from tasks.archehr.data import Case, KeyCase
 from tasks.archehr.scoring import score_subtask2
 
 SHADE = {1: "#ffffff", 2: "#eef4fb", 3: "#d9e8f7", 4: "#b9d4f1", 5: "#92bdea"}
-GOLD_CLASS = {"TP": "good", "FP": "bad", "FN": "bad"}
 
 
 def readable(record: dict[str, Any]) -> dict[str, Any]:
@@ -41,73 +39,87 @@ def readable(record: dict[str, Any]) -> dict[str, Any]:
                                  for a in entries(record.get("answer_sentences"))]}
 
 
-def narrative(case: Case) -> list[tuple[str, str]]:
-    """The patient narrative as ("text", words), ("mark", "") and ("end", "") pieces: each patient question phrase,
-    longest first, marked where it first appears whole inside or outside each phrase marked before (not across one's
-    edge: a shorter phrase inside a longer one is marked within it)."""
-    told, spans = case.patient_narrative, list[tuple[int, int]]()
-
-    def fits(start: int, end: int) -> bool:  # inside or outside each phrase marked before, not across its edge
-        return all(end <= b or e <= start or (b <= start and end <= e) for b, e in spans)
-
+def _marked_narrative(case: Case) -> str:
+    marked = esc(case.patient_narrative)
     for phrase in sorted(case.patient_question_phrases, key=len, reverse=True):
-        start = told.find(phrase) if phrase else -1
-        while start >= 0 and not fits(start, start + len(phrase)):
-            start = told.find(phrase, start + 1)
-        if start >= 0:
-            spans.append((start, start + len(phrase)))
-    # at one place: ends before marks, the inner phrase's end first, the outer phrase's mark first
-    pieces, at = list[tuple[str, str]](), 0
-    for place, opens, _ in sorted([(b, 1, b - e) for b, e in spans] + [(e, 0, e - b) for b, e in spans]):
-        pieces += [("text", told[at:place]), ("mark" if opens else "end", "")]
-        at = place
-    return [*pieces, ("text", told[at:])]
+        quoted = esc(phrase)
+        if quoted and quoted in marked:
+            marked = marked.replace(quoted, f'<mark title="patient question phrase"><bdi>{quoted}</bdi></mark>', 1)
+    return f"<bdi>{marked}</bdi>"  # isolated like every echoed text
 
 
-def note(case: Case, record: dict[str, Any], key: KeyCase | None) -> list[dict[str, Any]]:
-    """Each note sentence with its evidence score, whether the run selected it and, given a key, its gold label."""
-    scores, selected = record.get("scores") or {}, set(record.get("evidence_ids") or [])
-    rows: list[dict[str, Any]] = []
+def _note(case: Case, record: dict[str, Any], key: KeyCase | None) -> str:
+    scores = record.get("scores") or {}
+    selected = set(record.get("evidence_ids") or [])
+    rows = []
     for s in case.sentences:
-        score, chosen = scores.get(s.id), s.id in selected
-        label = key.relevance.get(s.id, "not-relevant") if key is not None else None
-        essential = label == "essential"
-        mark = "TP" if chosen and essential else "FP" if chosen else "FN" if essential else ""
-        rows.append({"id": s.id, "text": s.text, "score": score, "chosen": chosen, "shade": SHADE.get(score, "#ffffff"),
-                     "label": label, "mark": mark, "label_class": GOLD_CLASS.get(mark, "muted")})
-    return rows
+        score = scores.get(s.id)
+        chosen = s.id in selected
+        meta = [f"score {score}" if score is not None else "no score", "selected" if chosen else ""]
+        gold_mark = ""
+        if key is not None:
+            label = key.relevance.get(s.id, "not-relevant")
+            essential = label == "essential"
+            mark = ("TP" if chosen and essential else "FP" if chosen else "FN" if essential else "")
+            css = {"TP": "good", "FP": "bad", "FN": "bad"}.get(mark, "muted")
+            gold_mark = f'<span class="tag {css}" title="gold label">{echo(label)}{" · " + mark if mark else ""}</span>'
+        rows.append(f'<div class="sent{" selected" if chosen else ""}" id="c{esc(case.case_id)}-s{esc(s.id)}" '
+                    f'data-selected="{int(chosen)}" data-score="{esc(score)}" '
+                    f'style="background:{SHADE.get(score, "#ffffff")}"><span class="meta">[{echo(s.id)}] '
+                    f'{esc(" ".join(m for m in meta if m))}</span>{gold_mark}{echo(s.text)}</div>')
+    return '<div class="note">' + "".join(rows) + "</div>"
 
 
-def answer(case: Case, record: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """The answer's sentences with the note sentences each cites and its grounding verdict; None: Subtask 1 only."""
+def _cites(case: Case, ids: list[str]) -> str:
+    return "".join(f'<a class="cite" href="#c{esc(case.case_id)}-s{esc(i)}">[{echo(i)}]</a>' for i in ids)
+
+
+def _answer(case: Case, record: dict[str, Any]) -> str:
     if record.get("answer") is None:
-        return None
+        return '<p class="muted">No note: Subtask 1 only.</p>'
     verdicts = {v["answer_id"]: v for v in record.get("grounding") or []}
     links = {a["answer_id"]: a["evidence_id"] for a in record.get("alignment") or []}
     own = record.get("alignment_source") == "generated"
+    parts = []
     sentences = (record.get("answer_sentences") or []) if own else []
     if not sentences:  # the alignment was of reference sentences: show our answer, checked sentence by sentence
         sentences = [{"id": v["answer_id"], "text": v["text"]} for v in verdicts.values()] or \
             [{"id": "1", "text": record["answer"]}]
     # an extractive answer quotes note sentences: without verdicts, each quoted sentence cites its source
     quoted = {sent.text.strip(): sent.id for sent in case.sentences}
-    shown: list[dict[str, Any]] = []
     for a in sentences:
         v = verdicts.get(a["id"])
         ids = links.get(a["id"], []) if own else (v or {}).get("support_ids", [])
         if not own and v is None:
             ids = [sid for t, sid in quoted.items() if t and t in a["text"]]
-        shown.append({"text": a["text"], "cites": ids, "verdict": v, "flagged": bool(v) and flagged(v),
-                      "refill": bool(v and v.get("refill")),
-                      "unavailable": mapping((v or {}).get("judge")).get("unavailable")})
-    return shown
+        cites = _cites(case, ids)
+        if v and flagged(v):
+            parts.append(f'<p class="unsupported"><strong>{echo(v["verdict"] or "no verdict")}:</strong> '
+                         f'{echo(a["text"])}{cites} <span class="muted">({"; ".join(echo(r) for r in v["reasons"])})'
+                         f'</span></p>')
+        else:
+            label = '<span class="tag good">supported</span>' if v else ""
+            if v and v.get("refill"):  # on_unsupported=refill: a quote of the note put in a dropped sentence's place
+                label += ' <span class="tag" title="on_unsupported=refill">quoted from the note (refill)</span>'
+            judge = mapping((v or {}).get("judge"))
+            if judge.get("unavailable"):
+                label += f' <span class="muted">({echo(judge["unavailable"])})</span>'
+            parts.append(f"<p>{echo(a['text'])}{cites} {label}</p>")
+    alignment = ""
+    if not own and record.get("alignment"):
+        rows = "".join(f"<tr><td>{echo(a['answer_id'])}</td><td>{_cites(case, a['evidence_id']) or 'none'}</td></tr>"
+                       for a in record["alignment"])
+        alignment = ("<h3>Alignment of the reference answer sentences (Subtask 4)</h3><table><thead><tr>"
+                     "<th scope=col>answer sentence</th><th scope=col>cited note sentences</th></tr></thead>"
+                     f"<tbody>{rows}</tbody></table>")
+    return '<div class="answer">' + "".join(parts) + "</div>" + alignment
 
 
-def candidates(record: dict[str, Any]) -> dict[str, Any] | None:
+def _candidates(record: dict[str, Any]) -> str:
     """The questions the learned stage weighed, the pick first, with the rerank's parts (none from an LM stage)."""
     rows = record.get("question_candidates")
     if not isinstance(rows, list) or not rows:
-        return None
+        return ""
     rows = [r for r in rows if isinstance(r, dict)]
     # the first row is the pick when eligible and the record's question (else the stage fell back)
     picked = bool(rows) and bool(rows[0].get("eligible")) and rows[0].get("question") == record.get("clinician_question")
@@ -116,21 +128,42 @@ def candidates(record: dict[str, Any]) -> dict[str, Any] | None:
             for n, row in enumerate(rows)]
     summary = f"{len(body)} candidate question{'s' if len(body) != 1 else ''} the stage weighed" + (
         "" if picked else "; none picked: the question above is the message's own first question sentence")
-    return {"summary": summary, "rows": body}
+    return (f'<details class="candidates"><summary>{esc(summary)}</summary>'
+            '<div class="scroll">' + table(["candidate", "score", "log-prob", "coverage", "opening share", ""], body,
+                    "score = mean token log-prob + coverage_weight x coverage (share of its content words the message "
+                    "uses) - opening_weight x opening share (of training references opening with its first 4 words); "
+                    "the best whole question that shares a word with the message is picked")
+            + "</div></details>")
 
 
-def case_view(case: Case, record: dict[str, Any], key: KeyCase | None) -> dict[str, Any]:
-    """One case's section: its badges' counts, narrative, candidates, answer and note."""
-    own = record.get("alignment_source") == "generated"
-    return {"case": case, "record": record, "keyed": key is not None,
-            "errors": len(set(record["evidence_ids"]) ^ key.essential) if key is not None else 0,
-            "unsupported": sum(flagged(v) for v in record["grounding"] or []),
-            "degenerate": [f"{k}: {v}" for k, v in record["degenerate"].items()], "seconds": seconds(record["seconds"]),
-            "narrative": narrative(case), "candidates": candidates(record), "answer": answer(case, record),
-            "reference_alignment": [] if own else record.get("alignment") or [], "note": note(case, record, key)}
+def case_section(case: Case, record: dict[str, Any], key: KeyCase | None) -> str:
+    errors = len(set(record["evidence_ids"]) ^ key.essential) if key is not None else 0
+    unsupported = sum(flagged(v) for v in record["grounding"] or [])
+    fallbacks, empty = record["fallbacks"], record["degenerate"]
+    badges = [f'<span class="{"bad" if errors else "good"}">{errors} evidence disagreements with gold</span>'
+              if key is not None else "",
+              f'<span class="warn">fallbacks: {", ".join(echo(f) for f in fallbacks)}</span>' if fallbacks else "",
+              # a reply that parsed but said nothing: as visible as a fallback
+              f'<span class="warn">degenerate output: {", ".join(echo(f"{k}: {v}") for k, v in empty.items())}'
+              '</span>' if empty else "",
+              f'<span class="bad">{unsupported} unsupported sentences</span>' if unsupported else "",
+              f'<span class="muted">{seconds(record["seconds"])}</span>']
+    gold_q = f"<p><strong>Reference question:</strong> {echo(case.clinician_question)}</p>" if case.clinician_question else ""
+    return (f'<section class="case" id="case-{esc(case.case_id)}" data-errors="{int(errors > 0)}" '
+            f'data-fallbacks="{int(bool(fallbacks or empty))}" data-unsupported="{int(unsupported > 0)}">'
+            f'<h2>Case {echo(case.case_id)}</h2><div class="badges">{"".join(badges)}</div>'
+            f'<div class="grid"><div><h3>Patient narrative</h3><p>{_marked_narrative(case)}</p>'
+            f'<p><strong>Clinician question:</strong> {echo(record["clinician_question"])}</p>'
+            f"{_candidates(record)}{gold_q}"
+            f"<h3>Answer</h3>{_answer(case, record)}</div>"
+            f'<div><h3>Note (shaded by evidence score; selected sentences have a blue bar)</h3>'
+            f'<p class="muted">selection: {echo(record["selection"])}</p>{_note(case, record, key)}</div></div>'
+            "</section>")
 
 
-def score_rows(scores: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+def _scores(scores: dict[str, Any] | None, cases: list[Case], key: dict[str, KeyCase] | None) -> str:
+    if not scores:
+        return "<p>No scores: these cases have no key and no reference questions.</p>"
     rows = []
     for st in ("subtask_1", "subtask_2", "subtask_3", "subtask_4"):
         s = mapping(scores.get(st))
@@ -139,27 +172,26 @@ def score_rows(scores: dict[str, Any]) -> list[tuple[str, Any, Any]]:
                                                          if isinstance(v, float) and k != "overall_score")))
         else:
             rows.append((st, None, s.get("invalid") or s.get("unavailable") or "not scored"))
-    return rows
+    out = table(["subtask", "overall", "metrics"], rows)
+    if key:
+        with_note = [c for c in cases if c.sentences and c.case_id in key]
+        baselines = {"all sentences": {c.case_id: [s.id for s in c.sentences] for c in with_note},
+                     "first 3 sentences": {c.case_id: [s.id for s in c.sentences[:3]] for c in with_note}}
+        sub_key = {c.case_id: key[c.case_id] for c in with_note}
+        ours = (scores.get("subtask_2") or {}).get("strict_micro_f1")
+        out += "<h3>Subtask 2 against trivial baselines (same cases)</h3>" + table(
+            ["evidence", "strict micro F1"],
+            [("this run", ours)] + [(name, score_subtask2(pred, sub_key)["strict_micro_f1"])
+                                    for name, pred in baselines.items()])
+    return out
 
 
-def baselines(scores: dict[str, Any], cases: list[Case], key: dict[str, KeyCase] | None) -> list[tuple[str, Any]]:
-    """Subtask 2 of this run against trivial baselines on the same cases; none without a key."""
-    if not key:
-        return []
-    with_note = [c for c in cases if c.sentences and c.case_id in key]
-    trivial = {"all sentences": {c.case_id: [s.id for s in c.sentences] for c in with_note},
-               "first 3 sentences": {c.case_id: [s.id for s in c.sentences[:3]] for c in with_note}}
-    sub_key = {c.case_id: key[c.case_id] for c in with_note}
-    return [("this run", (scores.get("subtask_2") or {}).get("strict_micro_f1"))] + [
-        (name, score_subtask2(pred, sub_key)["strict_micro_f1"]) for name, pred in trivial.items()]
-
-
-def question_form(records: list[dict[str, Any]], max_words: int) -> list[tuple[str, Any]]:
+def _question_form(records: list[dict[str, Any]], max_words: int) -> str:
     """The form of the run's clinician questions, no reference needed: one opening on over 30% of them is a template,
     the first person is the writer's voice, not a clinician's."""
     questions = [q for r in records if isinstance(q := r.get("clinician_question"), str) and q]
     if not questions:
-        return []
+        return ""
     top, top_n = Counter(opening(q) for q in questions).most_common(1)[0]
     fell_back = sum(1 for r in records if "question" in (r.get("fallbacks") or {}))
     ranked = reranked = 0  # records whose pick (first) is a candidate; of them, picked over a more probable one
@@ -179,28 +211,44 @@ def question_form(records: list[dict[str, Any]], max_words: int) -> list[tuple[s
             ("the stage's fallback answered", fell_back)]
     if ranked:
         rows.append(("the rerank picked another than the most probable candidate", f"{reranked} of {ranked}"))
-    return rows
+    return "<h2>Questions</h2>" + table(["form of the clinician questions", ""], rows)
 
 
 def render(cfg: Any, cases: list[Case], key: dict[str, KeyCase] | None, records: list[dict[str, Any]],
            usage: dict[str, Any], scores: dict[str, Any] | None) -> str:
     records = [readable(r) for r in records]
     by_id = {r["case_id"]: r for r in records}
+    shown = [c for c in cases if c.case_id in by_id]
     # usage.json read as typed as the records
     stages = {str(k): {f: number(mapping(v).get(f)) or 0.0 for f in ("lm_calls", "input_tokens", "output_tokens",
                                                                        "seconds")}
               for k, v in mapping(usage.get("stages")).items()}
+    grounding = mapping(usage.get("grounding"))
+    repairs = mapping(mapping(usage.get("repairs")).get("stages"))
     per_case = number(usage.get("lm_calls_per_case"))
-    run = {"seconds": seconds(usage.get("seconds_per_case")), "calls": "?" if per_case is None else f"{per_case:.2f}",
-           "grounding": mapping(usage.get("grounding")), "repairs": mapping(mapping(usage.get("repairs")).get("stages"))}
-    charts = {"seconds": [(k, v["seconds"]) for k, v in stages.items()],
-              "calls": [(k, float(v["lm_calls"])) for k, v in stages.items()],
-              "tokens": [(k, float(v["input_tokens"] + v["output_tokens"])) for k, v in stages.items()]}
+    summary = (f"<p>program={esc(cfg.program.name)}; stages: {esc(describe_stages(cfg))}; "
+               f"{esc(usage.get('cases', 0))} cases, {seconds(usage.get('seconds_per_case'))} and "
+               f"{'?' if per_case is None else f'{per_case:.2f}'} LM calls per case; fallbacks: "
+               f"{echo(usage.get('fallbacks') or 'none')}; degenerate outputs: {echo(usage.get('degenerate') or 'none')}; "
+               f"markup repairs: {echo(repairs or 'none')}; grounding: "
+               + (f"{esc(grounding.get('unsupported', 0))} of {esc(grounding.get('answer_sentences', 0))} answer "
+                  "sentences unsupported</p>" if grounding else "not checked (program/archehr/grounding=none)</p>"))
+    charts = (bar_chart("seconds per stage (all cases)", [(k, v["seconds"]) for k, v in stages.items()], " s")
+              + bar_chart("LM calls per stage", [(k, float(v["lm_calls"])) for k, v in stages.items()])
+              + bar_chart("tokens per stage (in + out)",
+                          [(k, float(v["input_tokens"] + v["output_tokens"])) for k, v in stages.items()]))
+    index = '<nav class="index" aria-label="case index">Cases: ' + " ".join(
+        f'<a href="#case-{esc(c.case_id)}">{echo(c.case_id)}</a>' for c in shown) + "</nav>"
+    options = [("fallbacks", "only cases with fallbacks"), ("unsupported", "only cases with unsupported sentences")]
+    if key is not None:
+        options.insert(0, ("errors", "only disagreements with gold"))
     max_words = int((cfg.program.get("question") or {}).get("max_words") or 15)
-    return render_page(
-        "programs/archehr/report.html.j2", program=cfg.program.name, stages=describe_stages(cfg), usage=usage, run=run,
-        scores=score_rows(scores) if scores else None, baselines=baselines(scores or {}, cases, key),
-        question_form=question_form(records, max_words), charts=charts, keyed=key is not None,
-        stage_rows=[(k, int(v["lm_calls"]), int(v["input_tokens"]), int(v["output_tokens"]), v["seconds"])
-                    for k, v in stages.items()],
-        cases=[case_view(c, by_id[c.case_id], (key or {}).get(c.case_id)) for c in cases if c.case_id in by_id])
+    body = (f"<h1>clinprog run: {esc(cfg.program.name)}</h1>{summary}<h2>Scores</h2>{_scores(scores, cases, key)}"
+            f"{_question_form(records, max_words)}"
+            f"<h2>Usage per stage</h2>{charts}"
+            + table(["stage", "LM calls", "input tokens", "output tokens", "seconds"],
+                    [(k, int(v["lm_calls"]), int(v["input_tokens"]), int(v["output_tokens"]), v["seconds"])
+                     for k, v in stages.items()])
+            + f"<h2>Cases</h2>{index}{filters(options)}"
+            + "".join(case_section(c, by_id[c.case_id], (key or {}).get(c.case_id)) for c in shown))
+    return page(f"clinprog {cfg.program.name} run", body)
