@@ -186,7 +186,7 @@ def test_claims_options_are_checked_in_one_line():
 
 
 def test_report_html_marks_a_refilled_quote_and_a_judge_that_could_not_judge():
-    from programs.archehr.report_html import _answer
+    from programs.archehr.report_html import _answer, readable
     from tasks.archehr.data import Case
 
     case = Case("c1", "n", sentences=tuple(NOTE))
@@ -197,6 +197,6 @@ def test_report_html_marks_a_refilled_quote_and_a_judge_that_could_not_judge():
                              "judge": {"unavailable": "LM judge unavailable (AdapterParseError: <no json>)"}},
                             {"answer_id": "3", "text": NOTE[2].text, "verdict": "supported", "reasons": [],
                              "refill": "quoted from the note after a flagged sentence was dropped"}]}
-    html = _answer(case, record)
+    html = _answer(case, readable(record))  # as report.html reads a record: the pipeline writes refill as a reason
     assert html.count("quoted from the note (refill)") == 1
     assert "LM judge unavailable (AdapterParseError: &lt;no json&gt;)" in html and "<no json>" not in html

@@ -22,7 +22,7 @@ def readable(record: dict[str, Any]) -> dict[str, Any]:
     reads as missing, so `task=report` still writes the page."""
     verdicts = [{**v, "answer_id": text(v.get("answer_id")) or "?", "text": text(v.get("text")) or "",
                  "verdict": text(v.get("verdict")), "reasons": texts(v.get("reasons")),
-                 "support_ids": texts(v.get("support_ids")), "refill": v.get("refill") is True}
+                 "support_ids": texts(v.get("support_ids")), "refill": bool(v.get("refill"))}  # the pipeline writes why
                 for v in entries(record.get("grounding"))]
     return {**record, "case_id": text(record.get("case_id")) or "?",
             "clinician_question": text(record.get("clinician_question")), "answer": text(record.get("answer")),
