@@ -236,7 +236,9 @@ class LoraAdapter(FittedParameter):
                 raise LearnedStateError(f"{where}: tensor {str(name)[:80]!r} is not an adapted linear layer "
                                         "(model.layers.<n>.self_attn.q_proj|k_proj|v_proj|o_proj or "
                                         "model.layers.<n>.mlp.gate_proj|up_proj|down_proj)")
-            a, b = _unpack((pair or {}).get("a"), f"{where} {name}.a"), _unpack((pair or {}).get("b"), f"{where} {name}.b")
+            if not isinstance(pair, dict):
+                raise LearnedStateError(f"{where} {name}: must map a and b to tensors, not {type(pair).__name__}")
+            a, b = _unpack(pair.get("a"), f"{where} {name}.a"), _unpack(pair.get("b"), f"{where} {name}.b")
             if a.ndim != 2 or b.ndim != 2 or a.shape[0] != rank or b.shape[1] != rank:
                 raise LearnedStateError(f"{where} {name}: A must be rank x in and B out x rank (rank {rank})")
             tensors[name] = (a, b)

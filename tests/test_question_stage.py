@@ -93,6 +93,7 @@ def test_the_adapter_round_trips_through_its_json_state_and_keeps_its_id():
     (lambda s: s.__setitem__("adapter_id", "0" * 16), "do not match its adapter_id"),
     (lambda s: s.__setitem__("rank", "abc"), "malformed"),
     (lambda s: s.__setitem__("tensors", {}), "tensors and instructions are required"),
+    (lambda s: s["tensors"].__setitem__("model.layers.29.mlp.down_proj", [1]), "must map a and b to tensors, not list"),
 ])
 def test_a_damaged_adapter_state_is_refused_in_one_line(edit, message):
     state = json.loads(json.dumps(_adapter().dump_state()))
