@@ -82,3 +82,22 @@ def test_unparsable_review_counts_as_the_lowest_score(dummy_lm):
     pred = program("mediqa_corr", "program.reflexion.max_episodes=1")(note=NOTE)
     assert pred.review_scores == [[5, 5, 5, 5, 1]] and pred.correction.flag == 0
     assert pred.parse_failures == 1  # counted where usage.json and the report's filter read it
+
+
+def test_a_correction_that_repeats_its_sentence_is_not_reviewed_and_flags_nothing(dummy_lm):
+    lm = dummy_lm([step("final_mistake", 1, "He is treated with penicillin for MRSA")])
+    pred = program("mediqa_corr", "program.reflexion.max_episodes=1")(note=NOTE)
+    assert pred.correction.line() == "ms-val-9 0 -1 NA" and pred.outcome == "no_error_after_max_episodes"
+    assert pred.episodes[0]["unchanged"] is True and pred.review_scores == [] and len(lm.history) == 1
+
+
+def test_an_accepted_correction_the_parser_gives_back_unchanged_is_no_correction(dummy_lm):
+    lm = dummy_lm([step("final_mistake", 1, "vancomycin"), *reviews(5, 5, 5, 5, 5),
+                   {"corrected_sentence": "He is treated with penicillin for MRSA."}, {"reflection": "change the drug"},
+                   step("final_mistake", 1, "vancomycin"), *reviews(5, 5, 5, 5, 5),
+                   {"corrected_sentence": "He is treated with vancomycin for MRSA."}])
+    pred = program("mediqa_corr", "program.reflexion.max_episodes=2")(note=NOTE)
+    assert pred.episodes[0]["unchanged"] is True and pred.episodes[0]["accepted"] is True
+    assert "repeats sentence 1 unchanged" in lm.history[7]["messages"][-1]["content"]  # the reflexion reads why
+    assert pred.correction.line() == 'ms-val-9 1 1 "He is treated with vancomycin for MRSA."'
+    assert pred.outcome == "accepted" and pred.reflexion_turns == 1

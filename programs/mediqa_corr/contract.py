@@ -56,17 +56,19 @@ def build_search(cfg: DictConfig):
 
 def degenerate_counts(records: list[dict[str, Any]]) -> dict[str, int]:
     """Notes where a role said nothing usable: every agent step unparsable, every review of a proposal unparsable
-    (scored 1 by rule), or a panel giving every criterion the same score; older records (text episodes) count none."""
+    (scored 1 by rule), a panel giving every criterion the same score, or a correction that repeats its sentence
+    (`unchanged`, never submitted); older records (text episodes) count none."""
 
     def dicts(value: Any) -> list[dict[str, Any]]:
         return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
-    out = {"agent": 0, "evaluator": 0, "evaluator_all_same": 0}
+    out = {"agent": 0, "evaluator": 0, "evaluator_all_same": 0, "unchanged": 0}
     for r in records:
         episodes = dicts(r.get("episodes"))
         steps = [s for e in episodes for s in dicts(e.get("steps"))]
         out["agent"] += bool(steps) and not any(s.get("parsed") for s in steps)
         for e in episodes:
+            out["unchanged"] += e.get("unchanged") is True
             reviews = dicts(e.get("reviews"))
             if reviews and all(rv.get("score") is None for rv in reviews):
                 out["evaluator"] += 1
@@ -209,9 +211,10 @@ class MediqaCorrContract(ProgramContract[Note]):
         n = max(len(records), 1)
         mean = lambda key: sum(r[key] for r in records) / n  # noqa: E731
         outcomes = dict(Counter(r["outcome"] for r in records))
-        # every LM request of the loop (cache hits included): steps + reviews + reflexions + the final parse
+        # every LM request of the loop (cache hits included): steps + reviews + reflexions + a parse per acceptance
         requests = [r["react_steps"] + sum(len(s) for s in r["review_scores"]) + r["reflexion_turns"]
-                    + (r["outcome"] == "accepted") for r in records]
+                    + sum(isinstance(e, dict) and e.get("accepted") is True for e in r.get("episodes") or [])
+                    for r in records]
         stages: dict[str, dict[str, float]] = {}
         for r in records:
             for role, u in (r.get("usage") or {}).items():

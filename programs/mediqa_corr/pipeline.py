@@ -55,6 +55,9 @@ class MedReActNMedReFlex(dspy.Module):
                 break
             if episode.proposal is None:
                 feedback = f"No final answer within {self.react.max_steps} steps."
+            elif same_sentence(episode.proposal[1], note.sentence(episode.proposal[0]) or ""):
+                seen["unchanged"] = True  # nothing to review: a submission line must change the sentence it flags
+                feedback = f"The corrected sentence repeats sentence {episode.proposal[0]} unchanged."
             else:
                 sid, corrected = episode.proposal
                 with ledger.stage("evaluator", self._role_lms.get("evaluator")):
@@ -69,11 +72,16 @@ class MedReActNMedReFlex(dspy.Module):
                     with ledger.stage("parser", self._role_lms.get("parser")):
                         parsed = self.parser(note.sentence(sid) or "", corrected)
                         ledger.repaired("parser", parsed.get("repairs", 0))
-                    result, outcome = Correction(note.text_id, 1, sid, parsed.corrected_sentence), "accepted"
-                    break
-                feedback = "Reviewers rejected the answer:\n" + "\n".join(
-                    f"- {r.criterion}: {r.score if r.score is not None else 'unparsable'} ({r.reasoning[:200]})"
-                    for r in verdict.reviews)
+                    if not same_sentence(parsed.corrected_sentence, note.sentence(sid) or ""):
+                        result, outcome = Correction(note.text_id, 1, sid, parsed.corrected_sentence), "accepted"
+                        break
+                    # the parser gave the sentence back as written: an "error" it does not change is no correction
+                    seen["unchanged"] = True
+                    feedback = f"The accepted correction, in the note's style, repeats sentence {sid} unchanged."
+                else:
+                    feedback = "Reviewers rejected the answer:\n" + "\n".join(
+                        f"- {r.criterion}: {r.score if r.score is not None else 'unparsable'} ({r.reasoning[:200]})"
+                        for r in verdict.reviews)
             if n == self.max_episodes:
                 break  # a reflexion is read by the next episode: after the last one nobody would read it
             with ledger.stage("reflexion", self._role_lms.get("reflexion")):
@@ -89,3 +97,11 @@ class MedReActNMedReFlex(dspy.Module):
                                repairs=ledger.repairs(),
                                lm_calls=sum(u["lm_calls"] for u in usage.values()),
                                seconds=time.perf_counter() - start, **trace)
+
+
+def same_sentence(corrected: str, original: str) -> bool:
+    """Does a correction repeat its sentence (case, spacing and the final full stop aside)?"""
+    def norm(text: str) -> str:
+        return " ".join(text.split()).rstrip(".").casefold()
+
+    return norm(corrected) == norm(original)

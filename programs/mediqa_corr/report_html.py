@@ -7,6 +7,7 @@ from typing import Any
 
 from common.html import bar_chart, echo, esc, filters, page, table, word_diff
 from common.record_fields import entries, integer, mapping, number, seconds, text
+from common.report_text import counts
 from tasks.mediqa_corr.data import Note
 
 KEYS = ("error_flag_accuracy", "error_sentence_accuracy", "R1FC", "R2FC", "RLFC", "BERTC", "BLEURTC", "AggregateC")
@@ -67,6 +68,8 @@ def _episode(n: int, ep: dict[str, Any]) -> str:
                            [(r.get("criterion"), r.get("score") if r.get("score") is not None else "unparsable",
                              r.get("reasoning")) for r in reviews],
                            caption=f"MedEval: {decision} (scores {scores})"))
+    if ep.get("unchanged") is True:
+        parts.append("<p><strong>Not submitted:</strong> the correction repeats the sentence unchanged.</p>")
     if ep.get("no_error"):
         parts.append("<p><strong>Agent concluded: no error.</strong></p>")
     if ep.get("reflection"):
@@ -155,7 +158,9 @@ def render(cfg: Any, notes: list[Note], records: list[dict[str, Any]], usage: di
     said = {k: "?" if v is None else f"{v:.1f}" for k, v in per_note.items()}
     body = (f"<h1>clinprog run: mediqa_corr</h1><p>{esc(usage.get('notes', 0))} notes; "
             f"{said['lm_requests_per_note']} LM requests, {said['react_steps_per_note']} ReAct "
-            f"steps, {seconds(usage.get('seconds_per_note'), 1)} per note; outcomes {echo(usage.get('outcomes'))}</p>"
+            f"steps, {seconds(usage.get('seconds_per_note'), 1)} per note; "
+            f"outcomes: {echo(counts(mapping(usage.get('outcomes'))))}; "
+            f"degenerate outputs: {echo(counts(mapping(usage.get('degenerate'))))}</p>"
             f"<h2>Scores</h2>{metrics}<h2>Usage</h2>{charts}<h2>Notes</h2>{index}{filters(options)}"
             + "".join(note_section(n, by_id[n.text_id]) for n in shown))
     return page("clinprog mediqa_corr run", body)
