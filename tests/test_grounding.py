@@ -200,3 +200,26 @@ def test_report_html_marks_a_refilled_quote_and_a_judge_that_could_not_judge():
     html = _answer(case, readable(record))  # as report.html reads a record: the pipeline writes refill as a reason
     assert html.count("quoted from the note (refill)") == 1
     assert "LM judge unavailable (AdapterParseError: &lt;no json&gt;)" in html and "<no json>" not in html
+
+
+def test_a_refill_run_says_which_sentences_are_quotes_and_counts_only_the_answers_own(dummy_lm, bundled_cases):
+    from dataclasses import replace
+
+    from programs.archehr import answers_md
+    from programs.archehr.report import usage_summary
+
+    case = replace(bundled_cases[0], answer_sentences=())
+    dummy_lm([{"clinician_question": "Why was catheterization performed?"},
+              {"scores": [1, 1, 1, 5, 5, 5, 1, 1, 1, 1]},
+              {"answer": "Troponin rose to 0.9. She was started on warfarin 5 mg."},
+              {"citations": [["4"], ["9"]]}])
+    pred = program("archehr", "program.grounding.on_unsupported=refill")(case=case)
+    record = {"case_id": case.case_id, "clinician_question": pred.clinician_question, "answer": pred.answer,
+              "alignment_source": "generated", "answer_sentences": pred.answer_sentences,
+              "alignment": pred.alignment, "grounding": pred.grounding}
+    refilled = sum(bool(v.get("refill")) for v in pred.grounding)
+    page = answers_md.render("archehr", "x.xml", [case], [record], {}, "claims")
+    assert page.count("(quoted from the note: refill)") == refilled >= 1
+    grounding = usage_summary([{**record, "usage": {}, "seconds": 0.0}], ("question",))["grounding"]
+    assert grounding["refilled"] == refilled and grounding["answer_sentences"] == len(pred.grounding) - refilled
+    assert grounding["unsupported"] == 1

@@ -66,6 +66,8 @@ def _sentences(items: Sequence[tuple[str, str]], cites: Mapping[str, Sequence[st
     for n, (aid, text) in enumerate(items, 1):
         found = verdicts.get(aid)
         said = f" — *{md(found['verdict'])}*" if verdict and found else ""
+        if verdict and found and found.get("refill"):  # not the answer's own words: a quote put in a dropped one's place
+            said += " (quoted from the note: refill)"
         if found and found.get("reasons"):
             said += f" ({md('; '.join(str(r) for r in found['reasons']))})"
         lines.append(f"{n}. {md(text)}{said}")

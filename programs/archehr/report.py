@@ -28,7 +28,8 @@ def usage_summary(records: list[dict[str, Any]], roles: tuple[str, ...]) -> dict
     fallbacks = dict(Counter(stage for rec in records for stage in rec.get("fallbacks") or {}))
     degenerate = dict(Counter(stage for rec in records if isinstance(rec.get("degenerate"), dict)
                               for stage in rec["degenerate"]))
-    verdicts = [v for r in records for v in (r.get("grounding") or [])]
+    checked = [v for r in records for v in (r.get("grounding") or [])]
+    verdicts = [v for v in checked if not v.get("refill")]  # the answer's own sentences, not refill's quotes
     n = max(len(records), 1)
     # per role, the cases where the stage ran (a case without a note runs stage 1 only)
     runs = {s: k for s in roles if (k := sum(1 for r in records if s in (r.get("usage") or {})))}
@@ -51,7 +52,8 @@ def usage_summary(records: list[dict[str, Any]], roles: tuple[str, ...]) -> dict
                       "contradicted": sum(v["verdict"] == CONTRADICTED for v in verdicts),
                       "not_in_note": sum(v["verdict"] == NOT_IN_NOTE for v in verdicts),
                       "cases_with_unsupported": sum(any(flagged(v) for v in r.get("grounding") or [])
-                                                    for r in records)} if verdicts else None,
+                                                    for r in records),
+                      "refilled": len(checked) - len(verdicts)} if checked else None,
         "note": "lm_calls counts calls that reached the model; DSPy cache hits report no usage and are not counted",
     }
 
@@ -110,7 +112,9 @@ def report_markdown(cfg: DictConfig, usage: dict[str, Any], scores: dict[str, An
              "- grounding: " + (f"{usage['grounding']['unsupported']} of {usage['grounding']['answer_sentences']} answer "
                                 f"sentences flagged ({usage['grounding'].get('contradicted', 0)} contradicted, "
                                 f"{usage['grounding'].get('not_in_note', 0)} not in the note; "
-                                f"{usage['grounding']['cases_with_unsupported']} cases)"
+                                f"{usage['grounding']['cases_with_unsupported']} cases"
+                                + (f"; {usage['grounding']['refilled']} quoted from the note in their place (refill)"
+                                   if usage["grounding"].get("refilled") else "") + ")"
                                 if usage.get("grounding") else "off"), "", "## Stages", "",
              "| stage | LM calls | input tokens | output tokens | seconds |", "|---|---|---|---|---|"]
     for name, s in usage["stages"].items():

@@ -8,6 +8,7 @@ from typing import Any
 
 from common.html import bar_chart, echo, esc, filters, page, table
 from common.record_fields import entries, integer, mapping, number, seconds, text, texts
+from common.report_text import counts
 from programs.archehr.grounding.verdicts import flagged
 from programs.archehr.question.text import first_person, opening
 from programs.archehr.report import describe_stages
@@ -229,10 +230,12 @@ def render(cfg: Any, cases: list[Case], key: dict[str, KeyCase] | None, records:
     summary = (f"<p>program={esc(cfg.program.name)}; stages: {esc(describe_stages(cfg))}; "
                f"{esc(usage.get('cases', 0))} cases, {seconds(usage.get('seconds_per_case'))} and "
                f"{'?' if per_case is None else f'{per_case:.2f}'} LM calls per case; fallbacks: "
-               f"{echo(usage.get('fallbacks') or 'none')}; degenerate outputs: {echo(usage.get('degenerate') or 'none')}; "
-               f"markup repairs: {echo(repairs or 'none')}; grounding: "
+               f"{echo(counts(mapping(usage.get('fallbacks'))))}; degenerate outputs: "
+               f"{echo(counts(mapping(usage.get('degenerate'))))}; markup repairs: {echo(counts(repairs))}; grounding: "
                + (f"{esc(grounding.get('unsupported', 0))} of {esc(grounding.get('answer_sentences', 0))} answer "
-                  "sentences unsupported</p>" if grounding else "not checked (program/archehr/grounding=none)</p>"))
+                  "sentences unsupported" + (f", {esc(grounding['refilled'])} quoted from the note in their place"
+                                             if grounding.get("refilled") else "") + "</p>"
+                  if grounding else "not checked (program/archehr/grounding=none)</p>"))
     charts = (bar_chart("seconds per stage (all cases)", [(k, v["seconds"]) for k, v in stages.items()], " s")
               + bar_chart("LM calls per stage", [(k, float(v["lm_calls"])) for k, v in stages.items()])
               + bar_chart("tokens per stage (in + out)",
