@@ -60,7 +60,6 @@ def _ingest(spec: CorpusSpec, backend: IngestBackend, embedder: Embedder, batch_
             reindex: list[str] | None) -> IngestReport:
     start = time.perf_counter()
     files = resolve_paths(spec)
-    repaired = backend.prepare(spec.name, corpus_hash(files), reindex) or []
     duplicates: list[str] = []
     chunks = list(iter_chunks(spec, duplicates))
     seen: set[str] = set()
@@ -68,6 +67,7 @@ def _ingest(spec: CorpusSpec, backend: IngestBackend, embedder: Embedder, batch_
     if not unique:  # an empty or mis-pointed corpus must not wipe what the index holds for this name
         raise RetrievalError(f"corpus {spec.name}: no document with text in {', '.join(map(str, files))}; nothing "
                              "indexed, nothing removed")
+    repaired = backend.prepare(spec.name, corpus_hash(files), reindex) or []
     current = doc_hashes(unique)
     changed: list[str] = []
     gone: list[str] = []

@@ -290,6 +290,7 @@ class LocalIndex:
         self.manifest()["corpora"][corpus] = corpus_hash
         if reindex is not None:
             self.manifest().setdefault("reindex", {})[corpus] = reindex
+        self._write_manifest()  # an index killed before its finalize still names the command that completes it
         return self.reconcile()
 
     def _stored_chunks(self, db: sqlite3.Connection, corpus: str, doc_id: str | None) -> dict[str, list[Chunk]]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 import traceback
 from collections.abc import Callable
@@ -34,12 +35,20 @@ def task_function(cfg: DictConfig) -> Callable[[DictConfig], float | None]:
 
 
 def interrupted_line(cfg: DictConfig | None) -> str:
-    """What Ctrl-C outside the case loop says: what stopped, and that what was saved before is as it was."""
+    """What Ctrl-C outside the case loop says: what stopped, what is kept, and the command that goes on."""
     node = cfg.get("task") if cfg is not None else None
     target = str(node.get("_target_") or "") if hasattr(node, "get") else ""
     task = target.rsplit(".", 1)[-1].removesuffix("_task") or "the command"
-    return (f"interrupted: task={task} stopped before it finished; what earlier commands saved is unchanged (a "
-            "compile's state file is written only at its end); rerun the same command")
+    said = f"interrupted: task={task} stopped before it finished; "
+    if task == "index":
+        return said + "the chunks it stored are kept; rerun the same command to go on"
+    if task == "compile":
+        return said + "a compile's state file is written only at its end, so the last one is unchanged; rerun the " \
+                      "same command"
+    folder = output_dir() if HydraConfig.initialized() else None
+    if folder is not None and (folder / "predictions.jsonl").exists():  # stopped after its cases: resume, not anew
+        return said + f"its records are kept; to resume, rerun the same command with {shlex.quote(f'hydra.run.dir={folder}')}"
+    return said + "what earlier commands saved is unchanged; rerun the same command"
 
 
 def dispatch(cfg: DictConfig) -> float | None:

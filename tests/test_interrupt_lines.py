@@ -16,8 +16,7 @@ from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
 
-LINE = ("interrupted: task={task} stopped before it finished; what earlier commands saved is unchanged (a compile's "
-        "state file is written only at its end); rerun the same command")
+LINE = "interrupted: task={task} stopped before it finished; what earlier commands saved is unchanged; rerun the same command"
 
 
 def interrupted_task(cfg) -> None:
@@ -50,3 +49,22 @@ def test_a_real_sigint_outside_the_case_loop_is_one_line(tmp_path):
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130 and stderr.strip() == LINE.format(task="waiting"), stderr[-2000:]
+
+
+def test_the_line_says_what_each_task_keeps_and_how_to_go_on(tmp_path, monkeypatch):
+    from omegaconf import OmegaConf
+
+    from runners import dispatch
+
+    def line(target: str) -> str:
+        return dispatch.interrupted_line(OmegaConf.create({"task": {"_target_": target}}))
+
+    assert line("runners.retrieval.index").endswith("the chunks it stored are kept; rerun the same command to go on")
+    assert "a compile's state file is written only at its end" in line("runners.program.compile_task")
+    folder = tmp_path / "run dir"
+    folder.mkdir()
+    (folder / "predictions.jsonl").write_text("{}\n")
+    monkeypatch.setattr(dispatch.HydraConfig, "initialized", staticmethod(lambda: True))
+    monkeypatch.setattr(dispatch, "output_dir", lambda: folder)
+    # stopped while scoring, after every case: the same folder resumes; a plain rerun would start a new one
+    assert line("runners.program.run").endswith(f"to resume, rerun the same command with 'hydra.run.dir={folder}'")
