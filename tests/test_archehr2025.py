@@ -137,3 +137,19 @@ def test_the_2025_program_config_has_the_lookup_option_off():
     from common.config_groups import compose_config
 
     assert compose_config("program=archehr2025").data.official_sentence_lookup is False
+
+
+def test_a_case_without_a_clinician_question_is_scored_for_factuality_and_named():
+    from dataclasses import replace
+
+    key, cases = fixture_inputs()
+    submission = read_submission(FIXTURES / "submission.json")
+    full = score(submission, key, cases, MetricsConfig())
+    unasked = [replace(c, clinician_question="") if c.case_id == "902" else c for c in cases]
+    part = score(submission, key, unasked, MetricsConfig())
+    assert part["overall_factuality_score"] == full["overall_factuality_score"]  # citations need no question
+    alone = score([e for e in submission if e[0] == "901"], {"901": key["901"]}, cases, MetricsConfig())
+    assert part["bleu"] == pytest.approx(alone["bleu"])  # relevance: the case with a question only
+    assert part["notes"][-1] == "relevance is scored on the 1 of 2 cases with a clinician question (none in 902)"
+    none = score(submission, key, [replace(c, clinician_question="") for c in cases], MetricsConfig())
+    assert "bleu" not in none and none["overall_score"] == none["overall_factuality_score"]

@@ -73,11 +73,12 @@ def score(submission: list[tuple[str, str]], key: dict[str, KeyCase], cases: lis
     if uncited:  # the official script stops with an AssertionError here
         raise SubmissionError(f"cases {uncited}: no citations found (every answer must cite at least one sentence)")
     by_id = {c.case_id: c for c in cases}
+    # relevance reads each case's clinician question: a case without one (a plain row may lack it) is scored for
+    # factuality only, and a note names it
+    asked = [(cid, p) for cid, p in parsed if by_id[cid].clinician_question]
     questions, references, essential_texts, predictions = [], [], [], []
-    for cid, p in parsed:
+    for cid, p in asked:
         case = by_id[cid]
-        if not case.clinician_question:
-            raise SubmissionError(f"case {cid}: the cases file has no <clinician_question>, which relevance needs")
         question = f"{case.patient_narrative.strip()}\n\n{case.clinician_question.strip()}"
         texts = sentence_texts(case, official_sentence_lookup)
         essential = "\n".join(texts[s.id] for s in case.sentences if key[cid].relevance.get(s.id) == "essential")
@@ -86,19 +87,24 @@ def score(submission: list[tuple[str, str]], key: dict[str, KeyCase], cases: lis
         references.append(f"{question}\n\n{essential}")
         predictions.append(p.text)
     values: dict[str, Any] = factuality([(cid, p.citations) for cid, p in parsed], key)
-    values["bleu"] = 100 * bleu(references, predictions)
-    values.update({k: 100 * v for k, v in rouge(references, predictions).items()})
-    values["sari"] = sari(questions, predictions, [[e] for e in essential_texts])
-    model_values, unavailable = model_metrics(references, predictions, cfg)
-    values.update(model_values)
+    unavailable: dict[str, str] = {}
+    if asked:
+        values["bleu"] = 100 * bleu(references, predictions)
+        values.update({k: 100 * v for k, v in rouge(references, predictions).items()})
+        values["sari"] = sari(questions, predictions, [[e] for e in essential_texts])
+        model_values, unavailable = model_metrics(references, predictions, cfg)
+        values.update(model_values)
     values["overall_relevance_score"], values["overall_relevance_missing"] = overall_of(values, RELEVANCE)
     values["overall_score"] = mean([values["overall_factuality_score"], values["overall_relevance_score"]]) \
         if values["overall_relevance_score"] is not None else values["overall_factuality_score"]
     values["unavailable"] = unavailable
     values["essential_order"] = "document order (the official script's order depends on PYTHONHASHSEED)"
     values["sentence_lookup"] = "official (.//sentence)" if official_sentence_lookup else "note sentences"
-    notes = bleu_crash_note([cid for cid, _ in parsed], predictions, "answer text (citations removed)") \
-        + lookup_note(cases, key, official_sentence_lookup)
+    unasked = [cid for cid, _ in parsed if not by_id[cid].clinician_question]
+    notes = bleu_crash_note([cid for cid, _ in asked], predictions, "answer text (citations removed)") \
+        + lookup_note(cases, key, official_sentence_lookup) \
+        + ([f"relevance is scored on the {len(asked)} of {len(parsed)} cases with a clinician question (none in "
+            f"{', '.join(unasked[:5])}{', ...' if len(unasked) > 5 else ''})"] if unasked else [])
     if notes:
         values["notes"] = notes
     return values
