@@ -86,6 +86,11 @@ def sweep_report(cfg: DictConfig) -> None:
     if hidden or constant:
         lines += ["", f"sweep_report.csv has every metric: {hidden} more that vary across jobs and {constant} that "
                       "do not"]
+    # e.g. ArchEHR without a key: its objective is Subtask 1, which an evidence threshold cannot move
+    flat = [f"{metric} is {rows[0].get(metric)} in every job: the swept settings do not change what it measures on "
+            "these inputs (with no key, what is scored may not be what was swept)"] \
+        if len(rows) > 1 and varying and len({r.get(metric) for r in rows}) == 1 else []
+    lines += ["", *flat] if flat else []
     if failed:  # jobs without scores are not rows of the table: say which, and why
         lines += ["", f"{len(failed)} of {len(rows) + len(failed)} jobs failed (not in the table):",
                   *(f"- {line}" for line in failed)]
@@ -102,6 +107,7 @@ def sweep_report(cfg: DictConfig) -> None:
             + f"; swept: {esc(', '.join(varying) or 'nothing')}; "
             f"best {esc(metric)}: {esc(best and round(best[metric], 4))} (job {esc(best and best['job'])})</p>"
             + "".join(f"<p class=bad>{esc(line)}</p>" for line in failed)
+            + "".join(f"<p class=warn>{esc(line)}</p>" for line in flat)
             + "".join(png_inline(p, f"{metric} over the swept values") for p in pngs)
             + table(columns, [[r.get(c) for c in columns] for r in rows]))
     (sweep_dir / "sweep_report.html").write_text(page(f"clinprog sweep {sweep_dir.name}", body, script=""),

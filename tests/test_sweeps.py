@@ -48,6 +48,19 @@ def test_sweep_report_names_the_jobs_that_failed(tmp_path):
     assert "2 jobs scored, 1 failed" in (tmp_path / "sweep_report.html").read_text()
 
 
+def test_sweep_report_says_when_the_objective_did_not_move(tmp_path):
+    fake_multirun(tmp_path, [(3.5, 2, 0.4), (3.8, 3, 0.4)])
+    proc = dispatch_run("task=sweep_report", f"dir={tmp_path}", f"hydra.run.dir={tmp_path / 'report'}")
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    said = "objective is 0.4 in every job: the swept settings do not change what it measures on these inputs"
+    assert (tmp_path / "sweep_report.md").read_text().splitlines()[-1].startswith(said)
+    assert said in (tmp_path / "sweep_report.html").read_text()
+    moved = tmp_path / "moved"
+    fake_multirun(moved, [(3.5, 2, 0.4), (3.8, 3, 0.5)])
+    dispatch_run("task=sweep_report", f"dir={moved}", f"hydra.run.dir={tmp_path / 'report2'}")
+    assert "do not change what it measures" not in (moved / "sweep_report.md").read_text()
+
+
 def test_sweep_report_without_jobs_is_one_line(tmp_path):
     proc = dispatch_run("task=sweep_report", f"dir={tmp_path}",
                         f"hydra.run.dir={tmp_path / 'r'}")
