@@ -145,6 +145,21 @@ def test_report_task_rebuilds_report_html_from_the_run_files(tmp_path):
     assert missing.returncode == 2 and "no config.json" in missing.stderr
 
 
+def test_report_task_reads_the_key_the_run_was_scored_with(tmp_path):
+    import json
+
+    out = tmp_path / "run"
+    assert dispatch_run("program=archehr", "data.key=null", "metrics.bertscore=null", f"hydra.run.dir={out}",
+                        "progress=false").returncode == 0
+    assert json.loads((out / "scores.json").read_text())["key"] is None
+    original = (out / "report.html").read_text()
+    config = json.loads((out / "config.json").read_text())
+    config["data"]["key"] = "auto"  # as if a key had appeared beside the cases since: the run was not scored with it
+    (out / "config.json").write_text(json.dumps(config))
+    assert dispatch_run("task=report", f"dir={out}", f"hydra.run.dir={tmp_path / 'r'}").returncode == 0
+    assert (out / "report.html").read_text() == original and 'title="gold label"' not in original
+
+
 def test_retries_on_5xx_are_counted_in_usage_json(tmp_path):
     """A fake OpenAI-compatible server answers 503 twice, then `{}` (which every stage's parser rejects)."""
     from tests.cli import fake_openai_server
