@@ -61,3 +61,14 @@ def test_a_note_given_as_text_is_numbered_as_the_page_numbers_it_and_echoed(monk
         assert page.status_code == 200 and "programRender" in page.text and "default-src 'none'" in \
             page.headers["content-security-policy"]
         assert 'id="token"' not in page.text  # no token configured: the page asks for none
+
+
+def test_a_plain_row_posts_as_it_is_and_an_unknown_field_is_refused(monkeypatch):
+    monkeypatch.delenv("CLINPROG_SERVE_TOKEN", raising=False)
+    row = {"id": "a7", "message": "Why was my lisinopril stopped?", "note": "Lisinopril was held. Discharged home."}
+    with served("program=archehr", "program/archehr/question=baseline") as archehr:
+        r = archehr.post("/v1/archehr/answer", json=row)  # a row of data.cases=notes.jsonl, field for field
+        assert r.status_code == 200, r.text
+        assert r.json()["case_id"] == "a7" and len(r.json()["sentences"]) == 2
+        bad = archehr.post("/v1/archehr/answer", json={**row, "bogus": 1})
+        assert bad.status_code == 422 and "bogus" in bad.json()["error"], bad.text

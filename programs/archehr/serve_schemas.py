@@ -6,10 +6,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+
+# a field the endpoint does not know is refused (422 naming it), never dropped without a word
+STRICT_FIELDS = ConfigDict(extra="forbid")
 
 
 class NoteSentenceIn(BaseModel):
+    model_config = STRICT_FIELDS
     id: str = Field(min_length=1, description="the sentence id, as in the official XML")
     text: str = Field(min_length=1)
 
@@ -18,8 +22,10 @@ class ArchEHRRequest(BaseModel):
     """One case: the patient's narrative, optional marked question phrases and the note's sentences; or the
     official XML of one case in `xml`."""
 
-    case_id: str = "request"
-    patient_narrative: str | None = None
+    model_config = STRICT_FIELDS
+    # `id` and `message` as in a plain row of data.cases (docs/archehr.md), so a row posts as it is
+    case_id: str = Field("request", validation_alias=AliasChoices("case_id", "id"))
+    patient_narrative: str | None = Field(None, validation_alias=AliasChoices("patient_narrative", "message"))
     patient_question: list[str] = Field(default_factory=list, description="marked question phrases, if any")
     clinician_question: str | None = Field(None, description="given (ArchEHR-QA 2025) or produced by stage 1")
     sentences: list[NoteSentenceIn] = Field(default_factory=list, description="the note excerpt, one item a sentence")

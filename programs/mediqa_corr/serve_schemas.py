@@ -5,18 +5,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from tasks.mediqa_corr.data import text_id_problem
 
+STRICT_FIELDS = ConfigDict(extra="forbid")  # a field the endpoint does not know is refused, not dropped
+
 
 class SentenceIn(BaseModel):
+    model_config = STRICT_FIELDS
     id: str = Field(min_length=1, description="the sentence id, an integer as in the official files")
     text: str = Field(min_length=1)
 
 
 class MediqaRequest(BaseModel):
-    text_id: str = Field("request", description="the note's id in the submission line: [a-z0-9-]+, as a run's")
+    model_config = STRICT_FIELDS
+    text_id: str = Field("request", validation_alias=AliasChoices("text_id", "id"),  # `id` as in a plain row
+                         description="the note's id in the submission line: [a-z0-9-]+, as a run's")
     sentences: list[SentenceIn] = Field(default_factory=list, description="the note, one item a sentence; ids are "
                                                                           "integers")
     note: str | None = Field(None, description="alternatively: the note as plain text, split into sentences numbered "
